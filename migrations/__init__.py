@@ -1,0 +1,1 @@
+"""Alembic migrations for mint's metadata database (installed as mint.migrations)."""

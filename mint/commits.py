@@ -1,0 +1,185 @@
+"""Commit rows: writing one commit with its files and tensors, and reading them back."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from mint import schema as s
+from mint.errors import RevisionNotFound
+from mint.objects import (
+    CommitDetail,
+    CommitId,
+    CommitInfo,
+    FileEntry,
+    Member,
+    TensorEntry,
+    as_utc,
+    iso,
+    object_id,
+)
+
+
+@dataclass(frozen=True)
+class NewCommit:
+    """Everything a commit records. Its id is the hash of all of it."""
+
+    kind: str
+    line: str
+    parents: list[str]
+    files: dict[str, FileEntry]
+    base: str | None
+    base_fingerprint: str | None
+    message: str
+    author: str
+    created_at: str
+    meta: dict
+    provenance: dict
+    peft: dict | None = None
+    config: dict | None = None
+    tensors: list[TensorEntry] = field(default_factory=list)
+    members: list[Member] = field(default_factory=list)
+
+    @property
+    def tree(self) -> str:
+        """The content alone: files, base and members. Equal trees mean nothing changed."""
+        return object_id(
+            {
+                "files": {p: [f.sha256, f.size] for p, f in sorted(self.files.items())},
+                "base": self.base_fingerprint,
+                "members": sorted([m.role, m.label, m.commit_id] for m in self.members),
+            }
+        )
+
+    @property
+    def id(self) -> CommitId:
+        return CommitId(
+            object_id(
+                {
+                    "kind": self.kind,
+                    "line": self.line,
+                    "tree": self.tree,
+                    "parents": self.parents,
+                    "base": self.base,
+                    "message": self.message,
+                    "author": self.author,
+                    "created_at": self.created_at,
+                    "meta": self.meta,
+                    "provenance": self.provenance,
+                }
+            )
+        )
+
+
+def insert_commit(conn: Connection, c: NewCommit, created_at) -> CommitId:
+    cid = c.id
+    conn.execute(
+        s.commits.insert().values(
+            id=cid, kind=c.kind, line=c.line, tree=c.tree, base=c.base,
+            base_fingerprint=c.base_fingerprint, message=c.message, author=c.author,
+            created_at=created_at, meta=c.meta, provenance=c.provenance, peft=c.peft,
+            config=c.config, source_sha=c.provenance.get("sha"),
+        )
+    )  # fmt: skip
+    if c.parents:
+        conn.execute(
+            s.commit_parents.insert(),
+            [{"commit_id": cid, "idx": i, "parent_id": p} for i, p in enumerate(c.parents)],
+        )
+    if c.files:
+        conn.execute(
+            s.files.insert(),
+            [{"commit_id": cid, "path": p, "blob_id": f.sha256, "size": f.size} for p, f in c.files.items()],
+        )
+    if c.tensors:
+        conn.execute(
+            s.tensors.insert(),
+            [
+                {"commit_id": cid, "file": t.file, "name": t.name, "dtype": t.dtype, "shape": t.shape,
+                 "sha256": t.sha256, "nbytes": t.nbytes, "offset": t.offset}
+                for t in c.tensors
+            ],
+        )  # fmt: skip
+    if c.members:
+        conn.execute(
+            s.set_members.insert(),
+            [{"commit_id": cid, "role": m.role, "label": m.label, "member_id": m.commit_id,
+              "requested": m.requested} for m in c.members],
+        )  # fmt: skip
+    return cid
+
+
+def commit_row(conn: Connection, cid: str):
+    row = conn.execute(sa.select(s.commits).where(s.commits.c.id == cid)).first()
+    if row is None:
+        raise RevisionNotFound(cid, "no such commit")
+    return row
+
+
+def parents_of(conn: Connection, cid: str) -> list[str]:
+    q = sa.select(s.commit_parents.c.parent_id).where(s.commit_parents.c.commit_id == cid)
+    return [r[0] for r in conn.execute(q.order_by(s.commit_parents.c.idx))]
+
+
+def info(conn: Connection, row) -> CommitInfo:
+    return CommitInfo(
+        id=CommitId(row.id), kind=row.kind, line=row.line, parents=parents_of(conn, row.id),
+        message=row.message, author=row.author, created_at=iso(row.created_at), meta=row.meta or {},
+    )  # fmt: skip
+
+
+def walk(conn: Connection, start: str, limit: int | None = None) -> list[CommitInfo]:
+    """Ancestors of `start` (itself included), newest first; one indexed lookup per commit."""
+    out: list[CommitInfo] = []
+    seen = {start}
+    first = commit_row(conn, start)
+    heap = [(-as_utc(first.created_at).timestamp(), first.id, first)]
+    while heap and (limit is None or len(out) < limit):
+        _, _, row = heapq.heappop(heap)
+        item = info(conn, row)
+        out.append(item)
+        for p in item.parents:
+            if p not in seen:
+                seen.add(p)
+                prow = commit_row(conn, p)
+                heapq.heappush(heap, (-as_utc(prow.created_at).timestamp(), prow.id, prow))
+    return out
+
+
+def files_of(conn: Connection, cid: str) -> dict[str, FileEntry]:
+    q = sa.select(s.files.c.path, s.files.c.blob_id, s.files.c.size).where(s.files.c.commit_id == cid)
+    return {r.path: FileEntry(r.blob_id, r.size) for r in conn.execute(q.order_by(s.files.c.path))}
+
+
+def tensors_of(conn: Connection, cid: str) -> list[TensorEntry]:
+    q = sa.select(s.tensors).where(s.tensors.c.commit_id == cid).order_by(s.tensors.c.file, s.tensors.c.name)
+    return [
+        TensorEntry(r.name, r.dtype, list(r.shape), r.sha256, r.nbytes, r.file, r.offset)
+        for r in conn.execute(q)
+    ]
+
+
+def members_of(conn: Connection, cid: str) -> list[Member]:
+    q = sa.select(s.set_members).where(s.set_members.c.commit_id == cid)
+    order = {"router": 0, "expert": 1, "summary": 2}
+    rows = sorted(conn.execute(q), key=lambda r: (order.get(r.role, 9), r.label))
+    return [Member(r.role, r.label, CommitId(r.member_id), r.requested) for r in rows]
+
+
+def tags_of(conn: Connection, cid: str) -> list[str]:
+    q = sa.select(s.refs.c.line, s.refs.c.name).where(s.refs.c.target == cid, s.refs.c.kind == "tag")
+    return sorted(f"{r.line}@{r.name}" for r in conn.execute(q))
+
+
+def detail(conn: Connection, cid: str) -> CommitDetail:
+    row = commit_row(conn, cid)
+    return CommitDetail(
+        id=CommitId(row.id), kind=row.kind, line=row.line, parents=parents_of(conn, cid),
+        message=row.message, author=row.author, created_at=iso(row.created_at), meta=row.meta or {},
+        base=row.base, base_fingerprint=row.base_fingerprint, files=files_of(conn, cid),
+        tensors=tensors_of(conn, cid), peft=row.peft, config=row.config,
+        provenance=row.provenance or {}, tags=tags_of(conn, cid), members=members_of(conn, cid),
+    )  # fmt: skip

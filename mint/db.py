@@ -1,0 +1,147 @@
+"""Engines, transactions and schema versions for the metadata database."""
+
+from __future__ import annotations
+
+import contextlib
+from importlib import resources
+from pathlib import Path
+from typing import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+
+from mint.errors import DatabaseUnavailable, SchemaOutdated
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`. SQLite gets WAL, a busy timeout and explicit transactions."""
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(
+            url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, poolclass=sa.NullPool
+        )
+        _sqlite_setup(engine)
+        return engine
+    return sa.create_engine(url, pool_pre_ping=False)
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record):
+        # Let SQLAlchemy emit BEGIN itself, so writers can take the lock up front.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        # A writer takes the write lock when it begins: a deferred transaction that
+        # reads and then writes can fail at once with "database is locked" instead of
+        # waiting its turn.
+        immediate = conn.get_execution_options().get("mint_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class Database:
+    """One metadata database: read and write transactions, and its schema version."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.engine = make_engine(url)
+        self.dialect = self.engine.dialect.name
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self._connect() as conn, conn.begin():
+            yield conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A transaction that commits on success and rolls back on any error."""
+        with self._connect() as conn:
+            conn.execution_options(mint_write=True)
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[Connection]:
+        try:
+            conn = self.engine.connect()
+        except sa.exc.OperationalError as exc:
+            raise DatabaseUnavailable(
+                f"cannot reach the metadata database {self.safe_url}: {_first_line(exc)}"
+            ) from None
+        with conn:
+            yield conn
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    # --- schema ------------------------------------------------------------
+
+    def current_revision(self) -> str | None:
+        with self.read() as conn:
+            if not sa.inspect(conn).has_table("alembic_version"):
+                return None
+            return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+    def check_schema(self) -> None:
+        """Refuse to work on a database whose schema is not at the migrations' head."""
+        current, head = self.current_revision(), head_revision()
+        if current != head:
+            raise SchemaOutdated(
+                f"the metadata database is at schema {current or 'none'}, this mint needs {head}"
+            )
+
+    def upgrade(self) -> tuple[str | None, str]:
+        """Run the migrations to head. Returns (from, to)."""
+        from alembic import command
+
+        before = self.current_revision()
+        with self.engine.begin() as conn:
+            cfg = alembic_config(self.url)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        return before, head_revision()
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def migrations_dir() -> Path:
+    return Path(str(resources.files("mint.migrations")))
+
+
+def alembic_config(url: str):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def is_unique_violation(exc: sa.exc.IntegrityError) -> bool:
+    text = str(exc.orig).lower()
+    return "unique" in text or "duplicate key" in text or "primary key" in text
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc) else type(exc).__name__

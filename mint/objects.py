@@ -1,0 +1,207 @@
+"""mint's objects as frozen dataclasses, ids, and the canonical JSON they are hashed by."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, NewType
+
+CommitId = NewType("CommitId", str)
+ContractId = NewType("ContractId", str)
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Sorted keys, no whitespace, UTF-8: the bytes an object's id is the sha256 of."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def object_id(obj: Any) -> str:
+    return hashlib.sha256(canonical_json(obj)).hexdigest()
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """SQLite hands datetimes back without a zone; they were written as UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    return as_utc(value).isoformat() if value else None
+
+
+@dataclass(frozen=True)
+class Base:
+    name: str
+    fingerprint: str
+    config: dict
+    source: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    dtype: str
+    shape: list[int]
+    sha256: str
+    nbytes: int
+    file: str = "adapter_model.safetensors"
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What `log` shows of a commit."""
+
+    id: CommitId
+    kind: str
+    line: str
+    parents: list[str]
+    message: str
+    author: str
+    created_at: str
+    meta: dict
+
+
+@dataclass(frozen=True)
+class Member:
+    """One adapter of a set: its role, label and the exact commit pinned."""
+
+    role: str  # router | expert | summary
+    label: str
+    commit_id: CommitId
+    requested: str  # the ref as written in mol.toml
+
+
+@dataclass(frozen=True)
+class CommitDetail:
+    """What `show` shows: everything recorded for one commit."""
+
+    id: CommitId
+    kind: str
+    line: str
+    parents: list[str]
+    message: str
+    author: str
+    created_at: str
+    meta: dict
+    base: str | None
+    base_fingerprint: str | None
+    files: dict[str, FileEntry]
+    tensors: list[TensorEntry]
+    peft: dict | None
+    config: dict | None
+    provenance: dict
+    tags: list[str]
+    members: list[Member] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    id: CommitId
+    line: str
+    parents: list[str]
+    created: bool  # False when the content equalled the head and nothing was recorded
+    bytes_written: int = 0
+
+
+@dataclass(frozen=True)
+class LineInfo:
+    name: str
+    kind: str
+    head: str | None
+    commits: int
+
+
+@dataclass(frozen=True)
+class RefInfo:
+    line: str
+    name: str
+    kind: str  # tag | channel
+    target: CommitId
+    message: str | None
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class TensorChange:
+    name: str
+    rel_delta: float | None  # ‖B−A‖/‖A‖; None when it cannot be computed (non-float dtype)
+
+
+@dataclass(frozen=True)
+class Diff:
+    a: CommitId
+    b: CommitId
+    config: dict[str, list]
+    added: list[str]
+    removed: list[str]
+    changed: list[TensorChange]
+    files: dict[str, list]  # path -> [sha_a, sha_b] for files that differ
+    members: dict[str, list] = field(default_factory=dict)  # sets: label -> [id_a, id_b]
+
+
+@dataclass(frozen=True)
+class CheckoutResult:
+    id: CommitId
+    path: str
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class FsckReport:
+    blobs_checked: int
+    commits_checked: int
+    problems: list[str]
+    dangling: list[str]  # blobs no commit refers to (not an error: gc removes them)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class GcPlan:
+    blobs: list[str]
+    bytes: int
+    temps: list[str]
+    executed: bool
+
+
+@dataclass(frozen=True)
+class AdapterFiles:
+    """One stored adapter as the runtime needs it: its config and where its weights lie."""
+
+    commit_id: CommitId
+    config: dict  # adapter_config.json, parsed
+    weights: str  # local path of the adapter_model.safetensors blob (read-only, in the store)
+
+
+@dataclass(frozen=True)
+class SetSpec:
+    """A set commit resolved for serving: every member pinned, prompts as text."""
+
+    id: CommitId
+    name: str  # the set's line
+    base: str
+    base_fingerprint: str
+    protocol: str
+    labels: list[str]
+    default: str
+    router: AdapterFiles
+    experts: dict[str, AdapterFiles]
+    summary: AdapterFiles
+    route_prompt: str
+    summary_prompt: str

@@ -1,0 +1,173 @@
+"""The metadata tables (SQLAlchemy Core). Alembic migrations are the only way they change."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+HEX = sa.String(64)
+TS = sa.DateTime(timezone=True)
+
+bases = sa.Table(
+    "bases",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("fingerprint", HEX, nullable=False),
+    sa.Column("config", sa.JSON, nullable=False),
+    sa.Column("source", sa.Text, nullable=True),
+    sa.Column("created_at", TS, nullable=False),
+)
+
+lines = sa.Table(
+    "lines",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(100), nullable=False, unique=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # adapter | set
+    sa.Column("head", HEX, nullable=True),
+    sa.Column("commit_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", TS, nullable=False),
+)
+
+commits = sa.Table(
+    "commits",
+    metadata,
+    sa.Column("id", HEX, primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # adapter | set
+    sa.Column("line", sa.String(100), nullable=False, index=True),
+    sa.Column("tree", HEX, nullable=False, index=True),  # hash of the files (and members)
+    sa.Column("base", sa.String(200), nullable=True),
+    sa.Column("base_fingerprint", HEX, nullable=True),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("author", sa.String(200), nullable=False),
+    sa.Column("created_at", TS, nullable=False, index=True),
+    sa.Column("meta", sa.JSON, nullable=False),
+    sa.Column("provenance", sa.JSON, nullable=False),
+    sa.Column("peft", sa.JSON, nullable=True),
+    sa.Column("config", sa.JSON, nullable=True),  # adapter_config.json, or the set's mol.toml
+    sa.Column("source_sha", sa.String(64), nullable=True, index=True),  # hub commit it came from
+)
+
+commit_parents = sa.Table(
+    "commit_parents",
+    metadata,
+    sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("parent_id", HEX, sa.ForeignKey("commits.id"), nullable=False, index=True),
+)
+
+files = sa.Table(
+    "files",
+    metadata,
+    sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), primary_key=True),
+    sa.Column("path", sa.String(1000), primary_key=True),
+    sa.Column("blob_id", HEX, nullable=False, index=True),
+    sa.Column("size", sa.BigInteger, nullable=False),
+)
+
+tensors = sa.Table(
+    "tensors",
+    metadata,
+    sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), primary_key=True),
+    sa.Column("file", sa.String(1000), primary_key=True),
+    sa.Column("name", sa.String(1000), primary_key=True),
+    sa.Column("dtype", sa.String(16), nullable=False),
+    sa.Column("shape", sa.JSON, nullable=False),
+    sa.Column("sha256", HEX, nullable=False),
+    sa.Column("nbytes", sa.BigInteger, nullable=False),
+    sa.Column("offset", sa.BigInteger, nullable=False),  # of the data, within the file
+)
+
+# A set commit's members: the router, each expert and the summary adapter.
+set_members = sa.Table(
+    "set_members",
+    metadata,
+    sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), primary_key=True),
+    sa.Column("role", sa.String(16), primary_key=True),  # router | expert | summary
+    sa.Column("label", sa.String(100), primary_key=True),
+    sa.Column("member_id", HEX, sa.ForeignKey("commits.id"), nullable=False, index=True),
+    sa.Column("requested", sa.String(300), nullable=False),  # the ref as written in mol.toml
+)
+
+# Tags and channels. A tag is immutable unless forced; a channel moves by promote/rollback.
+refs = sa.Table(
+    "refs",
+    metadata,
+    sa.Column("line", sa.String(100), primary_key=True),
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # tag | channel
+    sa.Column("target", HEX, sa.ForeignKey("commits.id"), nullable=False, index=True),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.Column("updated_at", TS, nullable=False),
+    # The history entry that set the current target; rollbacks follow its `back` chain.
+    sa.Column("entry", sa.Integer, nullable=True),
+)
+
+# Append-only: every move of a tag or channel. Rows are never updated or deleted.
+ref_history = sa.Table(
+    "ref_history",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("line", sa.String(100), nullable=False),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("action", sa.String(16), nullable=False),  # create|force|delete|promote|rollback
+    sa.Column("old", HEX, nullable=True),
+    sa.Column("new", HEX, nullable=True),
+    sa.Column("by", sa.String(200), nullable=False),
+    sa.Column("at", TS, nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("contract", HEX, nullable=True),
+    sa.Column("evaluations", sa.JSON, nullable=True),
+    # The entry whose target a rollback from this one restores (a stack as a linked list).
+    sa.Column("back", sa.Integer, nullable=True),
+    sa.Index("ix_ref_history_line_name_id", "line", "name", "id"),
+)
+
+contracts = sa.Table(
+    "contracts",
+    metadata,
+    sa.Column("id", HEX, primary_key=True),  # sha256 of the canonical body
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("channel", sa.String(100), nullable=False, index=True),
+    sa.Column("body", sa.JSON, nullable=False),
+    sa.Column("source", sa.Text, nullable=False),  # the TOML as given
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.UniqueConstraint("name", "version"),
+)
+
+evaluations = sa.Table(
+    "evaluations",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), nullable=False),
+    sa.Column("contract_id", HEX, sa.ForeignKey("contracts.id"), nullable=False),
+    sa.Column("metrics", sa.JSON, nullable=False),
+    sa.Column("source", sa.String(16), nullable=False),  # evaluator | manual
+    sa.Column("evaluator", sa.JSON, nullable=True),  # command, version
+    sa.Column("data_hash", sa.String(64), nullable=True),
+    sa.Column("by", sa.String(200), nullable=False),
+    sa.Column("at", TS, nullable=False),
+    sa.Index("ix_evaluations_commit_id_contract_id_id", "commit_id", "contract_id", "id"),
+)
+
+approvals = sa.Table(
+    "approvals",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), nullable=False),
+    sa.Column("channel", sa.String(100), nullable=False),
+    sa.Column("by", sa.String(200), nullable=False),
+    sa.Column("at", TS, nullable=False),
+    sa.UniqueConstraint("commit_id", "channel", "by"),
+)

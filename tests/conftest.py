@@ -1,0 +1,140 @@
+"""Shared fixtures: one database per test on SQLite and on the machine's PostgreSQL, tiny models.
+
+Every test that takes `repo` (or `db_url`) runs twice: once on a SQLite file and once on a
+fresh PostgreSQL database. PostgreSQL is never skipped: if it cannot be reached the tests
+fail, and `.ci/run` fails with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from mint import repo as repo_mod
+
+PG_ADMIN_URL = os.environ.get("MINT_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@contextlib.contextmanager
+def pg_database():
+    """A new, empty PostgreSQL database, dropped afterwards. Yields its URL."""
+    name = f"mint_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.engine.make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """None selects the embedded SQLite default; otherwise a PostgreSQL URL."""
+    if request.param == "sqlite":
+        yield None
+    else:
+        with pg_database() as url:
+            yield url
+
+
+@pytest.fixture
+def repo(db_url, tmp_path):
+    r, _ = repo_mod.init(tmp_path / "repo", db_url)
+    yield r
+    r.close()
+
+
+# --- tiny models (built once per session; nothing is downloaded) -------------
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    """A tiny base and three adapters for it (two on one shape, one with r=8)."""
+    from mint import tiny
+
+    root = tmp_path_factory.mktemp("models")
+    base_dir = tiny.build_base(root / "tiny-llama")
+    model, _ = tiny.load_base(base_dir)
+    return {
+        "base": base_dir,
+        "a1": tiny.build_adapter(base_dir, root / "a1", seed=1, model=model),
+        "a2": tiny.build_adapter(base_dir, root / "a2", seed=2, model=model),
+        "a3": tiny.build_adapter(base_dir, root / "a3", seed=3, r=8, targets=("q_proj", "v_proj"), model=model),
+    }
+
+
+@pytest.fixture
+def adapter(models, tmp_path):
+    """A private copy of adapter a1, free to be damaged by the test."""
+    import shutil
+
+    dest = tmp_path / "adapter"
+    shutil.copytree(models["a1"], dest)
+    return dest
+
+
+# --- running the real CLI in-process ------------------------------------------
+
+
+class Result:
+    def __init__(self, code: int, out: str, err: str):
+        self.code, self.out, self.err = code, out, err
+
+    def json(self):
+        import json
+
+        return json.loads(self.out)
+
+    def __repr__(self):
+        return f"Result(code={self.code}, out={self.out[:300]!r}, err={self.err[:300]!r})"
+
+
+@pytest.fixture
+def mint(repo):
+    """Run `mint --repo REPO ARGS...` through the real entry point; returns a Result."""
+    from mint.cli import cli
+    from mint.cli._errors import run
+
+    def _run(*args: str) -> Result:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run(cli, ["--repo", str(repo.root), *map(str, args)])
+        return Result(code, out.getvalue(), err.getvalue())
+
+    return _run
+
+
+def one_line_error(result: Result, expect: str | None = None, code: int | None = None) -> str:
+    """Assert the CLI failed with exactly one line on stderr and no traceback."""
+    assert result.code != 0, result
+    if code is not None:
+        assert result.code == code, result
+    lines = [l for l in result.err.splitlines() if l.strip()]
+    assert len(lines) == 1, result
+    assert "Traceback" not in result.err
+    if expect:
+        assert expect.lower() in lines[0].lower(), result
+    return lines[0]
+
+
+def snapshot(repo) -> tuple:
+    """Everything stored: blob ids and every table's rows. Equal snapshots: nothing changed."""
+    from mint import schema
+
+    blobs = tuple(sorted(repo.store.iter()))
+    with repo.db.read() as conn:
+        rows = tuple(
+            (t.name, tuple(sorted(map(repr, conn.execute(sa.select(t)).all()))))
+            for t in schema.metadata.sorted_tables
+        )
+    return blobs, rows
