@@ -30,7 +30,10 @@ def run(cli: click.Group, argv: list[str] | None) -> int:
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
-        exc.show()
+        hint = None
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f"see '{exc.ctx.command_path} --help'"
+        _say(exc.format_message(), hint)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("mint: aborted", err=True)
