@@ -205,3 +205,99 @@ class SetSpec:
     summary: AdapterFiles
     route_prompt: str
     summary_prompt: str
+
+
+@dataclass(frozen=True)
+class Contract:
+    id: ContractId
+    name: str
+    version: int
+    channel: str
+    requires: list[str]
+    approvals: int
+    metrics: list[dict]  # {"name", and any of "min", "max", "max_regression"}
+    evaluator: dict | None  # {"command": [...], "timeout": seconds, "version": str?}
+    lines: list[str] | None
+    created_at: str
+    created_by: str
+
+
+@dataclass(frozen=True)
+class ContractAdded:
+    contract: Contract
+    created: bool  # False when the file equalled the latest version
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row of a gate's table."""
+
+    check: str
+    required: str
+    found: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    id: int
+    commit_id: CommitId
+    contract_id: ContractId
+    contract: str
+    version: int
+    metrics: dict
+    source: str  # evaluator | manual
+    evaluator: dict | None
+    data_hash: str | None
+    by: str
+    at: str
+    checks: list[Check] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GateReport:
+    commit_id: CommitId
+    line: str
+    channel: str
+    holder: str | None
+    contracts: list[str]  # "name@vN" of each contract that guards the channel
+    checks: list[Check]
+    evaluations: list[int]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+@dataclass(frozen=True)
+class Move:
+    """One entry of a channel's history."""
+
+    id: int
+    at: str
+    action: str  # promote | force | rollback
+    line: str
+    channel: str
+    from_: str | None
+    to: str
+    by: str
+    reason: str | None
+    contract: str | None
+    evaluations: list[int]
+
+
+@dataclass(frozen=True)
+class Approval:
+    commit_id: CommitId
+    channel: str
+    by: str
+    at: str
+    created: bool
+
+
+@dataclass(frozen=True)
+class LineStatus:
+    name: str
+    kind: str
+    head: str | None
+    channels: dict[str, str]

@@ -130,6 +130,7 @@ ref_history = sa.Table(
     # The entry whose target a rollback from this one restores (a stack as a linked list).
     sa.Column("back", sa.Integer, nullable=True),
     sa.Index("ix_ref_history_line_name_id", "line", "name", "id"),
+    sa.Index("ix_ref_history_line_name_new", "line", "name", "new"),
 )
 
 contracts = sa.Table(
@@ -140,6 +141,7 @@ contracts = sa.Table(
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("channel", sa.String(100), nullable=False, index=True),
     sa.Column("body", sa.JSON, nullable=False),
+    sa.Column("lines", sa.JSON, nullable=True),  # lines it is limited to; null: every line
     sa.Column("source", sa.Text, nullable=False),  # the TOML as given
     sa.Column("created_at", TS, nullable=False),
     sa.Column("created_by", sa.String(200), nullable=False),

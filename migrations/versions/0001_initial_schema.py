@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-12-02 09:53:47.209904
+Create Date: 2026-12-02
 
 """
 from typing import Sequence, Union
@@ -58,6 +58,7 @@ def upgrade() -> None:
     sa.Column('version', sa.Integer(), nullable=False),
     sa.Column('channel', sa.String(length=100), nullable=False),
     sa.Column('body', sa.JSON(), nullable=False),
+    sa.Column('lines', sa.JSON(), nullable=True),
     sa.Column('source', sa.Text(), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('created_by', sa.String(length=200), nullable=False),
@@ -95,6 +96,7 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('ref_history', schema=None) as batch_op:
         batch_op.create_index('ix_ref_history_line_name_id', ['line', 'name', 'id'], unique=False)
+        batch_op.create_index('ix_ref_history_line_name_new', ['line', 'name', 'new'], unique=False)
 
     op.create_table('approvals',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -213,6 +215,7 @@ def downgrade() -> None:
     op.drop_table('commit_parents')
     op.drop_table('approvals')
     with op.batch_alter_table('ref_history', schema=None) as batch_op:
+        batch_op.drop_index('ix_ref_history_line_name_new')
         batch_op.drop_index('ix_ref_history_line_name_id')
 
     op.drop_table('ref_history')
