@@ -279,27 +279,34 @@ def _ref(row) -> RefInfo:
 
 
 def checkout(repo: Repo, rev: str, dest: str | os.PathLike) -> CheckoutResult:
-    """Write REV's files, byte for byte, into DEST, which must be new or empty."""
+    """Write REV's files, byte for byte, into DEST, which must be new or empty.
+
+    A set checks out as mol.toml with commit ids, its prompts and a folder per member."""
+    from mint import sets
+
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise DestinationNotEmpty(f"{dest} exists and is not an empty folder")
     with repo.db.read() as conn:
         detail = cm.detail(conn, refs.resolve(conn, rev).id)
-    plan = [(safe_relpath(p), f) for p, f in detail.files.items()]
-    for _, f in plan:  # every blob is there before anything is written
-        repo.store.local_path(f.sha256)
+        items = sets.checkout_plan(conn, detail) if detail.kind == "set" else [(p, f.sha256) for p, f in detail.files.items()]
+    plan = [(safe_relpath(p), src) for p, src in items]
+    sizes = [len(src) if isinstance(src, bytes) else repo.store.size(src) for _, src in plan]  # all blobs exist
     created = not dest.exists()
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        for path, f in plan:
+        for path, src in plan:
             target = dest / path
             target.parent.mkdir(parents=True, exist_ok=True)
-            copy_out(repo.store, f.sha256, target)
+            if isinstance(src, bytes):
+                target.write_bytes(src)
+            else:
+                copy_out(repo.store, src, target)
             os.chmod(target, 0o644)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True) if created else _empty(dest)
         raise
-    return CheckoutResult(detail.id, str(dest), len(plan), sum(f.size for _, f in plan))
+    return CheckoutResult(detail.id, str(dest), len(plan), sum(sizes))
 
 
 def _empty(folder: Path) -> None:

@@ -1,0 +1,31 @@
+"""Commands for MoL sets: `mint set commit`. Every other command takes set revisions too."""
+
+from __future__ import annotations
+
+import click
+
+from mint import sets
+from mint.cli._common import json_option, with_repo
+from mint.cli._output import echo, emit_json, short
+
+
+@click.group("set")
+def set_group() -> None:
+    """Versioned MoL configurations (router, experts, labels, prompts)."""
+
+
+@set_group.command("commit")
+@click.argument("file", type=click.Path())
+@click.option("-m", "--message", default="", help="What this version of the set is.")
+@json_option
+@with_repo
+def set_commit(repo, file, message, as_json) -> None:
+    """Pin every adapter named in mol.toml FILE to a commit and record a set commit."""
+    r = sets.set_commit(repo, file, message)
+    if as_json:
+        return emit_json({"id": r.id, "line": r.line, "parents": r.parents, "created": r.created})
+    echo(r.id if r.created else f"nothing to commit: {file} pins the same members as {r.line} ({short(r.id)})")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(set_group)
