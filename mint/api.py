@@ -161,7 +161,7 @@ def log(repo: Repo, rev: str | None = None, n: int | None = None) -> list[Commit
         if rev is not None:
             return cm.walk(conn, refs.resolve(conn, rev).id, n)
         q = sa.select(s.commits).order_by(s.commits.c.created_at.desc(), s.commits.c.id)
-        return [cm.info(conn, r) for r in conn.execute(q.limit(n) if n else q)]
+        return cm.infos(conn, conn.execute(q.limit(n) if n else q))
 
 
 def show(repo: Repo, rev: str) -> CommitDetail:
@@ -288,8 +288,11 @@ def checkout(repo: Repo, rev: str, dest: str | os.PathLike) -> CheckoutResult:
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise DestinationNotEmpty(f"{dest} exists and is not an empty folder")
     with repo.db.read() as conn:
-        detail = cm.detail(conn, refs.resolve(conn, rev).id)
-        items = sets.checkout_plan(conn, detail) if detail.kind == "set" else [(p, f.sha256) for p, f in detail.files.items()]
+        cid = refs.resolve(conn, rev).id
+        if cm.commit_row(conn, cid).kind == "set":
+            items = sets.checkout_plan(conn, cm.detail(conn, cid))
+        else:  # only the file list: an adapter's tensor rows are not needed here
+            items = [(p, f.sha256) for p, f in cm.files_of(conn, cid).items()]
     plan = [(safe_relpath(p), src) for p, src in items]
     sizes = [len(src) if isinstance(src, bytes) else repo.store.size(src) for _, src in plan]  # all blobs exist
     created = not dest.exists()
@@ -306,7 +309,7 @@ def checkout(repo: Repo, rev: str, dest: str | os.PathLike) -> CheckoutResult:
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True) if created else _empty(dest)
         raise
-    return CheckoutResult(detail.id, str(dest), len(plan), sum(sizes))
+    return CheckoutResult(CommitId(cid), str(dest), len(plan), sum(sizes))
 
 
 def _empty(folder: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -17,7 +16,6 @@ from mint.objects import (
     FileEntry,
     Member,
     TensorEntry,
-    as_utc,
     iso,
     object_id,
 )
@@ -124,29 +122,52 @@ def parents_of(conn: Connection, cid: str) -> list[str]:
     return [r[0] for r in conn.execute(q.order_by(s.commit_parents.c.idx))]
 
 
-def info(conn: Connection, row) -> CommitInfo:
+def walk(conn: Connection, start: str, limit: int | None = None) -> list[CommitInfo]:
+    """Ancestors of `start` (itself included), newest first, in three queries.
+
+    A parent is always older than its child, so a commit more than `limit` steps from
+    `start` has at least `limit` newer ancestors on its path and cannot be among the
+    `limit` newest: the recursive walk stops at that depth.
+    """
+    commit_row(conn, start)  # an unknown start is an error, not an empty log
+    cp = s.commit_parents
+    seed = sa.select(sa.literal(start, sa.String(64)).label("id"), sa.literal(0).label("depth"))
+    anc = seed.cte("anc", recursive=True)
+    step = sa.select(cp.c.parent_id, anc.c.depth + 1).join(anc, cp.c.commit_id == anc.c.id)
+    if limit is not None:
+        step = step.where(anc.c.depth < limit - 1)
+    anc = anc.union(step)
+    q = (
+        sa.select(s.commits)
+        .where(s.commits.c.id.in_(sa.select(anc.c.id)))
+        .order_by(s.commits.c.created_at.desc(), s.commits.c.id)
+    )
+    rows = conn.execute(q.limit(limit) if limit else q).all()
+    parents = _parents_of_many(conn, [r.id for r in rows])
+    return [_info(r, parents.get(r.id, [])) for r in rows]
+
+
+def _parents_of_many(conn: Connection, ids: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    cp = s.commit_parents
+    for i in range(0, len(ids), 500):
+        q = sa.select(cp.c.commit_id, cp.c.parent_id).where(cp.c.commit_id.in_(ids[i : i + 500]))
+        for r in conn.execute(q.order_by(cp.c.commit_id, cp.c.idx)):
+            out.setdefault(r.commit_id, []).append(r.parent_id)
+    return out
+
+
+def _info(row, parents: list[str]) -> CommitInfo:
     return CommitInfo(
-        id=CommitId(row.id), kind=row.kind, line=row.line, parents=parents_of(conn, row.id),
-        message=row.message, author=row.author, created_at=iso(row.created_at), meta=row.meta or {},
+        id=CommitId(row.id), kind=row.kind, line=row.line, parents=parents, message=row.message,
+        author=row.author, created_at=iso(row.created_at), meta=row.meta or {},
     )  # fmt: skip
 
 
-def walk(conn: Connection, start: str, limit: int | None = None) -> list[CommitInfo]:
-    """Ancestors of `start` (itself included), newest first; one indexed lookup per commit."""
-    out: list[CommitInfo] = []
-    seen = {start}
-    first = commit_row(conn, start)
-    heap = [(-as_utc(first.created_at).timestamp(), first.id, first)]
-    while heap and (limit is None or len(out) < limit):
-        _, _, row = heapq.heappop(heap)
-        item = info(conn, row)
-        out.append(item)
-        for p in item.parents:
-            if p not in seen:
-                seen.add(p)
-                prow = commit_row(conn, p)
-                heapq.heappush(heap, (-as_utc(prow.created_at).timestamp(), prow.id, prow))
-    return out
+def infos(conn: Connection, rows) -> list[CommitInfo]:
+    rows = list(rows)
+    parents = _parents_of_many(conn, [r.id for r in rows])
+    return [_info(r, parents.get(r.id, [])) for r in rows]
 
 
 def files_of(conn: Connection, cid: str) -> dict[str, FileEntry]:
