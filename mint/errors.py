@@ -122,7 +122,38 @@ class UnsafePath(MintError, ValueError):
 # --- integrity ---------------------------------------------------------------
 # The store sits below mint and cannot import this module, so its two errors live
 # there; they are re-exported here so that callers have one place to look.
-from mint.store import BlobCorrupt, BlobMissing, StoreError  # noqa: E402,F401
+from mint.store import BlobCorrupt, BlobMissing, StoreError  # noqa: E402,F401  (re-exported)
+
+
+# --- the hub -------------------------------------------------------------------
+
+
+class HubError(MintError):
+    """The hub could not give what a pull asked for."""
+
+
+class InvalidHubUri(HubError, ValueError):
+    hint = "write hf://ORG/REPO or hf://ORG/REPO@REVISION"
+
+
+class HubUnreachable(HubError, ConnectionError):
+    hint = "check HF_ENDPOINT and the network; with HF_HUB_OFFLINE=1 mint pulls revisions already in the HF cache"
+
+
+class NeedsNetwork(HubError, ConnectionError):
+    hint = "unset HF_HUB_OFFLINE to download it"
+
+
+class HubRepoNotFound(HubError, LookupError):
+    hint = "check the name; a private repo needs HF_TOKEN"
+
+
+class HubRevisionNotFound(HubError, LookupError):
+    pass
+
+
+class HubGated(HubError, PermissionError):
+    hint = "accept the repo's conditions on the hub, then set HF_TOKEN to a token of that account"
 
 
 # --- gates (the promotion issue) ---------------------------------------------

@@ -1,0 +1,53 @@
+"""Commands of the hub: pull."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from mint import hub
+from mint.cli._common import json_option, with_repo
+from mint.cli._output import echo, emit_json, short
+
+
+@click.command()
+@click.argument("uri", metavar="hf://ORG/REPO[@REV]")
+@click.option("--as", "line", metavar="LINE", help="The line to commit on (default: REPO's name).")
+@click.option("--base", "base_name", metavar="NAME", help="The registered base (default: from adapter_config.json).")
+@click.option("--tag", metavar="TAG", help="Also tag the commit LINE@TAG.")
+@click.option("--all-tags", is_flag=True, help="Pull every hub tag, oldest first, each tagged with its hub name.")
+@json_option
+@with_repo
+def pull(repo, uri, line, base_name, tag, all_tags, as_json) -> None:
+    """Pull an adapter or an adapter set from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN,
+    HF_HUB_OFFLINE and the HF cache apply). REV is a branch, a tag or a commit sha (default: main)."""
+    if all_tags and tag:
+        raise click.UsageError("--all-tags tags each commit with its hub tag; --tag cannot be combined with it")
+    settings = hub.HubSettings.from_env(progress=sys.stderr.isatty() and not as_json)
+    r = hub.pull(repo, uri, line=line, base=base_name, tag=tag, all_tags=all_tags, settings=settings)
+    if as_json:
+        return emit_json(r)
+    if not r.pulled:
+        return echo(f"{r.uri} has no tags: nothing to pull")
+    for p in r.pulled:
+        _render(r.repo_id, p)
+    if len(r.pulled) > 1:
+        echo(f"{r.created} new of {len(r.pulled)} revisions")
+
+
+def _render(repo_id: str, p: hub.Pulled) -> None:
+    where = f"{hub.SCHEME}{repo_id}@{p.revision} ({p.sha[:12]})"
+    if p.created:
+        tags = f" tagged {', '.join(p.tags)}" if p.tags else ""
+        echo(f"pulled {where} -> {p.kind} {p.line} {short(p.id)}{tags} ({p.bytes_written:,} bytes stored)")
+        for m in p.members:
+            state = "new" if m.created else "already in the store"
+            echo(f"  {m.path}: {m.line} {short(m.id)} ({state})")
+    else:
+        tags = f"; tagged it {', '.join(p.tags)}" if p.tags else ""
+        echo(f"already in the store: {where} is {p.kind} {p.line} {short(p.id)}; nothing pulled{tags}")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(pull)
