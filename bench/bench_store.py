@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import io
 import json
 import os
@@ -133,7 +134,7 @@ def profile(fn, top: int = 12) -> str:
     return buf.getvalue()
 
 
-def run(runs: int = 5, do_profile: bool = False) -> dict:
+def run(runs: int = 5, checkout_runs: int = 15, do_profile: bool = False) -> dict:
     from mint import api
     from mint.repo import init
 
@@ -148,30 +149,39 @@ def run(runs: int = 5, do_profile: bool = False) -> dict:
         size = write_adapter(adapter, seed=0)
         api.commit(repo, "warm", adapter, "warm-up: imports, first connection")  # untimed
 
-        mint_s, base_s, base_sync_s = [], [], []
+        mint_s, base_s, base_sync_s, base_py_s = [], [], [], []
         for i in range(runs):
             write_adapter(adapter, seed=1000 + i)  # new values: new blobs; the file is now warm
             sync()
 
-            def baseline() -> float:
+            def baseline() -> None:
                 t = c.sh(f'cp "{weights}" "{cp_dst / WEIGHTS}" && sha256sum "{weights}"')
                 os.unlink(cp_dst / WEIGHTS)
                 sync()
-                return t
+                base_s.append(t)
 
-            def mint() -> float:
+            def mint() -> None:
                 t, res = c.timed(lambda: api.commit(repo, "bench", adapter, f"version {i}"))
                 assert res.created and res.bytes_written >= size, res
                 sync()
-                return t
+                mint_s.append(t)
 
-            if i % 2 == 0:
-                base_s.append(baseline())
-                mint_s.append(mint())
-            else:
-                mint_s.append(mint())
-                base_s.append(baseline())
-            # For information: the baseline with the copy made durable, as mint's is.
+            def baseline_py() -> None:
+                # For information: the same work in-process, with OpenSSL's sha256 (as mint uses).
+                def work():
+                    shutil.copyfile(weights, cp_dst / WEIGHTS)
+                    with open(weights, "rb") as f:
+                        hashlib.file_digest(f, "sha256")
+
+                t, _ = c.timed(work)
+                os.unlink(cp_dst / WEIGHTS)
+                sync()
+                base_py_s.append(t)
+
+            order = [baseline, mint, baseline_py]
+            for fn in order[i % 3 :] + order[: i % 3]:
+                fn()
+            # For information: the baseline with the copy made durable, as mint's blobs are.
             t = c.sh(f'cp "{weights}" "{cp_dst / WEIGHTS}" && sync "{cp_dst / WEIGHTS}" && sha256sum "{weights}"')
             os.unlink(cp_dst / WEIGHTS)
             base_sync_s.append(t)
@@ -199,7 +209,7 @@ def run(runs: int = 5, do_profile: bool = False) -> dict:
         api.checkout(repo, head, co_root / "warm")  # untimed
         shutil.rmtree(co_root / "warm")
         sync()
-        for i in range(runs):
+        for i in range(checkout_runs):
             def checkout() -> float:
                 dest = co_root / f"v{i}"
                 t, res = c.timed(lambda: api.checkout(repo, head, dest))
@@ -223,14 +233,20 @@ def run(runs: int = 5, do_profile: bool = False) -> dict:
                 cpr_s.append(cp_r())
                 co_s.append(checkout())
 
+        # For information: the catalog part of a checkout (it reads the commit's full detail).
+        show_s = c.repeat(lambda: api.show(repo, head), runs=checkout_runs)
+
         profiles = {}
         if do_profile:
             write_adapter(adapter, seed=99_999)
             sync()
             profiles["commit"] = profile(lambda: api.commit(repo, "bench", adapter, "profiled"))
             sync()
-            dest = co_root / "profiled"
-            profiles["checkout"] = profile(lambda: api.checkout(repo, "bench", dest))
+            # As in the timed runs: the blob has been read once, and the last copy deleted.
+            api.checkout(repo, "bench", co_root / "profile-warm")
+            shutil.rmtree(co_root / "profile-warm")
+            sync()
+            profiles["checkout"] = profile(lambda: api.checkout(repo, "bench", co_root / "profiled"))
         repo.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -240,9 +256,11 @@ def run(runs: int = 5, do_profile: bool = False) -> dict:
         "adapter_bytes": size,
         "tensors": len(tensor_specs()),
         "runs": runs,
+        "checkout_runs": checkout_runs,
         "commit_new_s": mint_s,
         "cp_sha256sum_s": base_s,
         "cp_sync_sha256sum_s": base_sync_s,
+        "copyfile_hashlib_s": base_py_s,
         "recommit_same_line_s": same_s,
         "recommit_same_line_bytes": same_bytes,
         "commit_same_content_new_line_s": newline_s,
@@ -250,8 +268,10 @@ def run(runs: int = 5, do_profile: bool = False) -> dict:
         "sha256sum_s": sha_s,
         "checkout_s": co_s,
         "cp_r_s": cpr_s,
+        "show_s": show_s,
         "commit_ratio": med(mint_s) / med(base_s),
         "commit_ratio_vs_durable_cp": med(mint_s) / med(base_sync_s),
+        "commit_ratio_vs_in_process": med(mint_s) / med(base_py_s),
         "checkout_ratio": med(co_s) / med(cpr_s),
         "profiles": profiles,
     }
@@ -267,6 +287,8 @@ def report(r: dict) -> str:
          f"{r['commit_ratio']:.2f}x", "<= 1.5x", c.verdict(r["commit_ratio"], 1.5)],
         ["  (info) baseline with `sync DST`", ms(r["commit_new_s"]), ms(r["cp_sync_sha256sum_s"]),
          f"{r['commit_ratio_vs_durable_cp']:.2f}x", "-", ""],
+        ["  (info) in-process copyfile+hashlib", ms(r["commit_new_s"]), ms(r["copyfile_hashlib_s"]),
+         f"{r['commit_ratio_vs_in_process']:.2f}x", "-", ""],
         ["re-commit unchanged, same line (ms)", ms(r["recommit_same_line_s"]), ms(r["sha256sum_s"]),
          f"{med(r['recommit_same_line_s']) / med(r['sha256sum_s']):.2f}x", "-", "vs sha256sum"],
         ["  bytes written", max(r["recommit_same_line_bytes"]), "-", "-", "0",
@@ -277,9 +299,11 @@ def report(r: dict) -> str:
          "ok" if max(r["commit_same_content_new_line_bytes"]) == 0 else "MISS"],
         ["checkout vs cp -r (ms)", ms(r["checkout_s"]), ms(r["cp_r_s"]),
          f"{r['checkout_ratio']:.2f}x", "<= 1.2x", c.verdict(r["checkout_ratio"], 1.2)],
+        ["  (info) api.show of that commit", ms(r["show_s"]), "-", "-", "-", "catalog read"],
     ]  # fmt: skip
     mb = r["adapter_bytes"] / 1e6
-    title = f"Store: {mb:.1f} MB adapter, {r['tensors']} bf16 tensors, medians of {r['runs']} runs"
+    title = (f"Store: {mb:.1f} MB adapter, {r['tensors']} bf16 tensors; medians of {r['runs']} runs "
+             f"(checkout: {r['checkout_runs']})")
     out = c.table(title, header, rows)
     for name, text in r.get("profiles", {}).items():
         out += f"\n\nProfile of one {name}:\n{text}"
@@ -289,10 +313,11 @@ def report(r: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--checkout-runs", type=int, default=15)
     p.add_argument("--profile", action="store_true", help="also print cProfile of one commit and one checkout")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    r = run(args.runs, args.profile)
+    r = run(args.runs, args.checkout_runs, args.profile)
     r["wall_s"] = time.perf_counter() - t0
     print(report(r))
     path = c.write_json("bench_store", r)

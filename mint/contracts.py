@@ -16,7 +16,7 @@ from mint import __version__
 from mint import refs
 from mint import schema as s
 from mint.errors import EvaluationFailed, InvalidConfig, RevisionNotFound
-from mint.objects import Check, Contract, ContractAdded, ContractId, Evaluation, iso, object_id, utcnow
+from mint.objects import Contract, ContractAdded, ContractId, Evaluation, iso, object_id, utcnow
 from mint.repo import Repo, current_user
 
 TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "lines"}

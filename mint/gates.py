@@ -55,7 +55,7 @@ def metric_checks(body: dict, values: dict, holder: dict | None, holder_id: str 
 def _regression(name: str, allowed: float, found: float | None, holder: dict | None, holder_id: str | None) -> Check:
     label = f"{name} (regression)"
     if holder_id is None:
-        return Check(label, f"no holder to compare with", _fmt(found), found is not None)
+        return Check(label, "no holder to compare with", _fmt(found), found is not None)
     base = (holder or {}).get(name)
     if base is None:
         return Check(label, f">= holder {holder_id[:12]} - {_fmt(allowed)}", "holder not evaluated", False)

@@ -11,7 +11,6 @@ import contextlib
 import io
 import os
 import uuid
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa

@@ -1,7 +1,6 @@
 """Bad input: one line on stderr, a non-zero exit, no traceback, and nothing stored."""
 
 import json
-import shutil
 import struct
 
 import pytest
@@ -146,8 +145,6 @@ def test_unknown_and_malformed_revisions(based, repo, tmp_path):
 
 def test_hostile_path_in_stored_commit_is_not_written(based, repo, tmp_path):
     """A tampered database row with '../' in a path cannot make checkout write outside DEST."""
-    import sqlalchemy as sa
-
     from mint import schema
 
     with repo.db.write() as conn:

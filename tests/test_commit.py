@@ -129,7 +129,6 @@ def test_show_and_diff_json(based, repo, models):
 def test_rel_delta_is_the_relative_norm(based, repo, models, tmp_path):
     import shutil
 
-    import torch
     from safetensors.torch import load_file, save_file
 
     a = based("commit", "chat", models["a1"], "-m", "a", "--json").json()["id"]

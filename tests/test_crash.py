@@ -1,7 +1,6 @@
 """A commit killed at any point leaves a clean repository: head unchanged or complete."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -1,0 +1,42 @@
+#!/usr/bin/env python
+"""Run every benchmark and print all their tables together (`make bench`).
+
+    python bench/run_all.py [--profile]
+
+Each script also writes its results as JSON under bench/out/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as c  # noqa: E402
+import bench_catalog  # noqa: E402
+import bench_store  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", action="store_true", help="also print cProfile output")
+    args = p.parse_args(argv)
+    extra = ["--profile"] if args.profile else []
+    t0 = time.perf_counter()
+    print("# bench_store\n", flush=True)
+    store = bench_store.main(extra)
+    print("\n# bench_catalog\n", flush=True)
+    catalog = bench_catalog.main(extra)
+    print("\n# Summary\n")
+    print(bench_store.report({**store, "profiles": {}}))
+    print()
+    print(bench_catalog.report(catalog))
+    c.write_json("run_all", {"store": store, "catalog": catalog})
+    print(f"\n({time.perf_counter() - t0:.0f} s in all; JSON under bench/out/)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
