@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
 import bench_catalog  # noqa: E402
+import bench_gates  # noqa: E402
 import bench_store  # noqa: E402
 
 
@@ -29,11 +30,15 @@ def main(argv: list[str] | None = None) -> int:
     store = bench_store.main(extra)
     print("\n# bench_catalog\n", flush=True)
     catalog = bench_catalog.main(extra)
+    print("\n# bench_gates\n", flush=True)
+    gates = bench_gates.main(extra)
     print("\n# Summary\n")
     print(bench_store.report({**store, "profiles": {}}))
     print()
     print(bench_catalog.report(catalog))
-    c.write_json("run_all", {"store": store, "catalog": catalog})
+    print()
+    print(bench_gates.report(gates))
+    c.write_json("run_all", {"store": store, "catalog": catalog, "gates": gates})
     print(f"\n({time.perf_counter() - t0:.0f} s in all; JSON under bench/out/)")
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import os
@@ -90,9 +91,12 @@ def _write_config(mint_dir: Path, config: dict) -> None:
 
 def current_user() -> str:
     """MINT_USER, else git's user.name, else the login name."""
-    user = os.environ.get("MINT_USER")
-    if user:
-        return user
+    return os.environ.get("MINT_USER") or _fallback_user()
+
+
+@functools.lru_cache(maxsize=1)
+def _fallback_user() -> str:
+    # Asked once per process: `git config` is a subprocess, a few ms on every promote.
     try:
         out = subprocess.run(
             ["git", "config", "user.name"], capture_output=True, text=True, timeout=5
