@@ -1,0 +1,145 @@
+"""One set version loaded on the shared base: route, answer and summarise with its adapters."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mint.errors import InvalidConfig
+from mint.objects import AdapterFiles, SetSpec
+from mint.runtime import prompts
+from mint.runtime.loader import SharedBase, adapter_name
+from mint.runtime.router import RouteDecision, decide, label_sequences, score_continuations
+
+Verify = Callable[[SetSpec], None]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Greedy output of one adapter: text, token counts and why it stopped."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str  # "stop" (end token) or "length"
+
+
+def members(spec: SetSpec) -> dict[str, AdapterFiles]:
+    """Every distinct adapter commit of a set, by commit id."""
+    files = [spec.router, spec.summary, *spec.experts.values()]
+    return {f.commit_id: f for f in files}
+
+
+def check_spec(spec: SetSpec) -> None:
+    """Refuse a set whose labels, experts and default disagree."""
+    if not spec.labels:
+        raise InvalidConfig(f"set {spec.name} has no labels")
+    if len(set(spec.labels)) != len(spec.labels):
+        raise InvalidConfig(f"set {spec.name} repeats a label")
+    missing = [label for label in spec.labels if label not in spec.experts]
+    if missing:
+        raise InvalidConfig(f"set {spec.name}: label(s) {', '.join(missing)} have no expert")
+    if spec.default not in spec.labels:
+        raise InvalidConfig(f"set {spec.name}: default {spec.default!r} is not a label")
+
+
+class Engine:
+    """A loaded set version. Build it with `load_engine`; `close()` unloads what only it used."""
+
+    def __init__(self, base: SharedBase, spec: SetSpec, label_ids: list[list[int]]):
+        self.base = base
+        self.spec = spec
+        self.router = adapter_name(spec.router.commit_id)
+        self.summarizer = adapter_name(spec.summary.commit_id)
+        self.experts = {label: adapter_name(f.commit_id) for label, f in spec.experts.items()}
+        self._label_ids = label_ids
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        """The set commit id this engine serves."""
+        return self.spec.id
+
+    def adapter_names(self) -> list[str]:
+        """The distinct adapter names this engine uses."""
+        return sorted({self.router, self.summarizer, *self.experts.values()})
+
+    def route(self, messages: Sequence[dict]) -> RouteDecision:
+        """Pick a label for the conversation; the set's default when routing cannot run."""
+        labels = list(self.spec.labels)
+        try:
+            width = max(len(ids) for ids in self._label_ids)
+            head, body = prompts.route_text(self.spec.route_prompt, messages)
+            prompt = prompts.encode_prompt(self.base.tokenizer, head, body, self.base.max_positions - width)
+            with self.base.using(self.router) as model:
+                scores = score_continuations(model, prompt, self._label_ids, self.base.tokenizer.pad_token_id)
+        except Exception as exc:  # routing must always produce a label
+            return RouteDecision(self.spec.default, {}, f"routing failed: {type(exc).__name__}: {exc}")
+        return decide(labels, scores, self.spec.default)
+
+    def generate(self, adapter: str, head: str, body: str, max_new_tokens: int) -> Generation:
+        """Greedy decoding with one adapter active."""
+        from transformers import GenerationConfig
+
+        import torch
+
+        tok = self.base.tokenizer
+        prompt = prompts.encode_prompt(tok, head, body, self.base.max_positions - max_new_tokens)
+        ids = torch.tensor([prompt])
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
+        with self.base.using(adapter) as model:
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
+        new = out[0, len(prompt) :].tolist()
+        stopped = bool(new) and new[-1] == tok.eos_token_id
+        text = tok.decode(new, skip_special_tokens=True).strip()
+        return Generation(text, len(prompt), len(new), "stop" if stopped else "length")
+
+    def answer(self, label: str, messages: Sequence[dict], max_new_tokens: int) -> Generation:
+        """The answer of expert `label`, which sees others' turns only as summaries."""
+        head, body = prompts.answer_text(messages, label)
+        return self.generate(self.experts[label], head, body, max_new_tokens)
+
+    def summarize(self, user: str, answer: str, max_new_tokens: int) -> Generation:
+        """A short summary of one turn, written by the summary adapter."""
+        head, body = prompts.summary_text(self.spec.summary_prompt, user, answer)
+        return self.generate(self.summarizer, head, body, max_new_tokens)
+
+    def close(self) -> None:
+        """Release this version's adapters; those no other version uses are unloaded."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.base.release(self.adapter_names())
+
+
+def load_engine(base: SharedBase, spec: SetSpec, *, verify: Verify | None = None) -> Engine:
+    """Check a set version completely, then load its adapters onto the base.
+
+    Order: set consistency, base fingerprint, `verify(spec)` (blob hashes), label
+    tokenization, then every new adapter is read and fitted on a meta skeleton. Only when all
+    of that passed is anything injected into the serving model.
+    """
+    check_spec(spec)
+    base.check_fingerprint(spec.base_fingerprint, f"set {spec.name} ({spec.id[:12]})")
+    if verify is not None:
+        verify(spec)
+    label_ids = label_sequences(base.tokenizer, spec.labels)
+    wanted = members(spec)
+    for _ in range(3):  # a concurrent retire may unload a reused adapter; then prepare it too
+        prepared = [base.prepare(f) for cid, f in wanted.items() if not base.has(adapter_name(cid))]
+        if base.acquire(prepared, [adapter_name(cid) for cid in wanted]):
+            return Engine(base, spec, label_ids)
+    raise RuntimeError("adapters kept being unloaded while staging")  # pragma: no cover
+
+
+def open_engine(base_dir: str, spec: SetSpec, *, verify: Verify | None = None) -> Engine:
+    """Load a base folder and one set version on it (for one-off work such as route-eval)."""
+    return load_engine(SharedBase.load(base_dir), spec, verify=verify)

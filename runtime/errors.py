@@ -1,0 +1,44 @@
+"""Errors the runtime raises on purpose. All are `mint.errors.MintError`s.
+
+A base whose fingerprint differs from the set's raises `mint.errors.BaseMismatch`; a weights
+file whose bytes changed raises whatever the `verify` callable raises (the store's
+`BlobCorrupt`). The classes here cover what only the runtime can find out.
+"""
+
+from __future__ import annotations
+
+from mint.errors import MintError
+
+
+class AdapterLoadError(MintError, ValueError):
+    """A member adapter cannot be loaded fully onto the base: nothing was changed."""
+
+    def __init__(self, commit_id: str, why: str):
+        super().__init__(f"adapter {commit_id[:12]} cannot be loaded: {why}")
+        self.commit_id, self.why = commit_id, why
+
+
+class AmbiguousLabels(MintError, ValueError):
+    """Two routing labels tokenize to the same tokens, so no router can tell them apart."""
+
+    def __init__(self, first: str, second: str):
+        super().__init__(f"routing labels {first!r} and {second!r} tokenize to the same tokens")
+        self.first, self.second = first, second
+        self.hint = "rename one label so that the base's tokenizer can tell them apart"
+
+
+class NothingStaged(MintError, RuntimeError):
+    """`swap()` was called with no version staged."""
+
+    hint = "call stage(spec) first"
+
+
+class NotServing(MintError, RuntimeError):
+    """The runtime has no active version yet."""
+
+    hint = "stage and swap a set version first"
+
+
+class EmptyConversation(MintError, ValueError):
+    """A turn was asked for with no user message to answer."""
+

@@ -1,0 +1,107 @@
+"""Counters and latency histograms for the runtime, rendered as Prometheus text."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def _escape(value: str) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(**pairs: str) -> str:
+    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in pairs.items())
+    return "{" + inner + "}" if inner else ""
+
+
+class Histogram:
+    """A cumulative-bucket histogram, as Prometheus expects."""
+
+    def __init__(self, buckets: tuple[float, ...] = BUCKETS):
+        self.buckets = buckets
+        self.counts = [0] * len(buckets)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.sum += value
+        self.count += 1
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+
+    def lines(self, name: str, **labels: str) -> list[str]:
+        out = [f"{name}_bucket{_labels(**labels, le=repr(b))} {c}" for b, c in zip(self.buckets, self.counts)]
+        out.append(f"{name}_bucket{_labels(**labels, le='+Inf')} {self.count}")
+        out.append(f"{name}_sum{_labels(**labels)} {self.sum:.6f}")
+        out.append(f"{name}_count{_labels(**labels)} {self.count}")
+        return out
+
+
+class Metrics:
+    """What `/metrics` reports: requests per route, errors, stage latencies, swaps."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.requests: dict[str, int] = defaultdict(int)  # route -> answered requests
+        self.errors: dict[int, int] = defaultdict(int)  # HTTP status -> refused requests
+        self.fallbacks = 0
+        self.stages: dict[str, Histogram] = defaultdict(Histogram)
+        self.swaps = 0
+        self.failed_swaps = 0
+        self.serving: Callable[[], tuple[str, str] | None] = lambda: None  # (set name, commit)
+
+    def turn(self, route: str, latency: dict[str, float], fallback: bool = False) -> None:
+        """Count one answered request and its stage latencies (seconds)."""
+        with self._lock:
+            self.requests[route] += 1
+            self.fallbacks += bool(fallback)
+            for stage, seconds in latency.items():
+                self.stages[stage].observe(seconds)
+
+    def error(self, status: int) -> None:
+        with self._lock:
+            self.errors[status] += 1
+
+    def swapped(self) -> None:
+        with self._lock:
+            self.swaps += 1
+
+    def swap_failed(self) -> None:
+        with self._lock:
+            self.failed_swaps += 1
+
+    def render(self) -> str:
+        """The Prometheus text exposition of every metric."""
+        with self._lock:
+            lines = self._counters() + self._histograms()
+        serving = self.serving()
+        lines += ["# HELP mint_serving_info The set commit being served.", "# TYPE mint_serving_info gauge"]
+        if serving:
+            lines.append(f"mint_serving_info{_labels(set=serving[0], commit=serving[1])} 1")
+        return "\n".join(lines) + "\n"
+
+    def _counters(self) -> list[str]:
+        lines = ["# HELP mint_requests_total Requests answered, by route.", "# TYPE mint_requests_total counter"]
+        lines += [f"mint_requests_total{_labels(route=r)} {n}" for r, n in sorted(self.requests.items())]
+        lines += ["# HELP mint_request_errors_total Requests refused, by HTTP status.",
+                  "# TYPE mint_request_errors_total counter"]
+        lines += [f"mint_request_errors_total{_labels(status=str(s))} {n}" for s, n in sorted(self.errors.items())]
+        for name, value, text in (
+            ("mint_route_fallbacks_total", self.fallbacks, "Requests routed to the default label."),
+            ("mint_swaps_total", self.swaps, "Set versions swapped in."),
+            ("mint_swaps_failed_total", self.failed_swaps, "Set versions that failed to stage."),
+        ):
+            lines += [f"# HELP {name} {text}", f"# TYPE {name} counter", f"{name} {value}"]
+        return lines
+
+    def _histograms(self) -> list[str]:
+        name = "mint_stage_latency_seconds"
+        lines = [f"# HELP {name} Latency of each stage of a turn.", f"# TYPE {name} histogram"]
+        for stage, histogram in sorted(self.stages.items()):
+            lines += histogram.lines(name, stage=stage)
+        return lines

@@ -1,0 +1,90 @@
+"""L0 routing by constrained scoring: the answer is always one of the set's labels.
+
+The router never generates free text. Each label's full token sequence, followed by the end
+token, is appended to the prompt (route prompt, conversation, `model_id=` prefill), and all
+labels are scored in one batched forward pass with the router adapter active. A label's score
+is the SUM of the log-probabilities of its tokens and of the end token, not normalised by
+length: with the end token included the sum is the model's probability of emitting exactly
+that label, which is comparable across labels of different lengths, and the router is trained
+on exactly this target (see `mint.runtime.train`). Length normalisation would favour long
+labels whose later tokens are nearly certain once the first is chosen.
+
+The best label wins. When scoring cannot run (a model error, non-finite scores) the set's
+`default` is returned; user text can only change the scores, never the set of answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mint.runtime.errors import AmbiguousLabels
+from mint.runtime.prompts import PREFILL, encode
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """The chosen label, every label's score, and why the default was used (if it was)."""
+
+    label: str
+    scores: dict[str, float]
+    fallback: str | None = None
+
+
+def label_sequences(tokenizer: Any, labels: Sequence[str]) -> list[list[int]]:
+    """Each label's token ids as they follow the prefill, plus the end token.
+
+    Raises AmbiguousLabels when two labels come out as the same tokens.
+    """
+    prefix = encode(tokenizer, PREFILL)
+    seen: dict[tuple[int, ...], str] = {}
+    sequences = []
+    for label in labels:
+        full = encode(tokenizer, PREFILL + label)
+        ids = full[len(prefix) :] if full[: len(prefix)] == prefix else encode(tokenizer, label)
+        if not ids:
+            raise AmbiguousLabels(label, "")
+        if tokenizer.eos_token_id is not None:
+            ids = ids + [tokenizer.eos_token_id]
+        if tuple(ids) in seen:
+            raise AmbiguousLabels(seen[tuple(ids)], label)
+        seen[tuple(ids)] = label
+        sequences.append(ids)
+    return sequences
+
+
+def score_continuations(model: Any, prompt: list[int], continuations: list[list[int]], pad_id: int) -> list[float]:
+    """Sum of log-probs of each continuation after `prompt`, in one batched forward pass.
+
+    Sequences are right-padded: they share the prompt, so the positions whose logits are
+    needed are the same for every row, and padding never precedes a real token.
+    """
+    import torch
+
+    width = max(len(c) for c in continuations)
+    length = len(prompt) + width
+    ids = torch.full((len(continuations), length), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, cont in enumerate(continuations):
+        seq = prompt + cont
+        ids[row, : len(seq)] = torch.tensor(seq)
+        mask[row, : len(seq)] = 1
+    # logits at positions len(prompt)-1 .. length-1 predict the continuation tokens
+    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=width + 1).logits
+    logprobs = torch.log_softmax(logits[:, :width].float(), dim=-1)
+    scores = []
+    for row, cont in enumerate(continuations):
+        steps = torch.arange(len(cont))
+        scores.append(float(logprobs[row, steps, torch.tensor(cont)].sum()))
+    return scores
+
+
+def decide(labels: Sequence[str], scores: Sequence[float], default: str) -> RouteDecision:
+    """Argmax over the scores; `default` when they cannot decide."""
+    table = dict(zip(labels, scores))
+    finite = [s for s in scores if s == s and abs(s) != float("inf")]
+    if len(finite) != len(labels) or not labels:
+        return RouteDecision(default, table, "scores are not finite")
+    best = max(range(len(labels)), key=lambda i: scores[i])
+    return RouteDecision(labels[best], table)

@@ -1,0 +1,272 @@
+"""The OpenAI-compatible HTTP server over a `Runtime` (starlette + uvicorn).
+
+Endpoints: `POST /v1/chat/completions`, `GET /v1/models`, `GET /healthz`, `GET /metrics`.
+`model` is the set's name (routed) or one of its expert labels (that expert answers, no
+routing). Every refusal is an OpenAI-style JSON error with a 4xx status; nothing a client
+sends can stop the server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from mint.runtime.errors import EmptyConversation, NotServing
+from mint.runtime.pipeline import run_turn
+from mint.runtime.swap import Runtime
+
+MAX_BODY = 1 << 20  # bytes
+MAX_NEW_TOKENS = 256
+DEFAULT_NEW_TOKENS = 32
+ROLES = {"system", "user", "assistant", "developer", "tool"}
+
+
+class ApiError(Exception):
+    """A request the server refuses, with the OpenAI error fields."""
+
+    def __init__(self, status: int, message: str, code: str, type_: str = "invalid_request_error", param=None):
+        super().__init__(message)
+        self.status, self.message, self.code, self.type, self.param = status, message, code, type_, param
+
+
+def error_response(status: int, message: str, code: str, type_: str = "invalid_request_error", param=None) -> JSONResponse:
+    """`{"error": {"message", "type", "param", "code"}}` with `status`."""
+    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The request body parsed as JSON, refusing bodies over `limit` bytes before reading them all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise ApiError(413, f"request body is larger than {limit} bytes", "request_too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body is larger than {limit} bytes", "request_too_large")
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """The fields of a chat completion request that mint uses."""
+
+    model: str
+    messages: list[dict]
+    max_tokens: int
+
+
+def parse_chat(body: Any) -> ChatRequest:
+    """Validate a chat completion request body; raises ApiError (400) on anything malformed."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object", "invalid_request")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(400, "`model` is required and must be a string", "missing_model", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "`messages` must be a non-empty list", "empty_messages", param="messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise ApiError(400, f"messages[{i}] needs a role in {sorted(ROLES)}", "invalid_messages", param="messages")
+        if not isinstance(message.get("content"), (str, list, type(None))):
+            raise ApiError(400, f"messages[{i}].content must be a string or a list of parts",
+                           "invalid_messages", param="messages")
+    if not any(m["role"] == "user" and m.get("content") for m in messages):
+        raise ApiError(400, "`messages` has no user message to answer", "empty_messages", param="messages")
+    if body.get("stream"):
+        raise ApiError(400, "streaming is not supported", "unsupported_parameter", param="stream")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens", DEFAULT_NEW_TOKENS))
+    if max_tokens is None:
+        max_tokens = DEFAULT_NEW_TOKENS
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_NEW_TOKENS:
+        raise ApiError(400, f"`max_tokens` must be an integer from 1 to {MAX_NEW_TOKENS}",
+                       "invalid_max_tokens", param="max_tokens")
+    return ChatRequest(model, messages, max_tokens)
+
+
+def completion_body(request: ChatRequest, result) -> dict:
+    """The OpenAI chat.completion object for one turn, with mint's own `mint` field."""
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": result.answer},
+            "finish_reason": result.finish_reason,
+            "logprobs": None,
+        }],
+        "usage": {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens,
+        },
+        "mint": {
+            "route": result.route,
+            "set": result.set_id,
+            "set_name": result.set_name,
+            "summary": result.summary,
+            "direct": result.direct,
+            "route_fallback": result.route_fallback,
+            "latency_ms": {k: round(v * 1000, 3) for k, v in result.latency.items()},
+        },
+    }
+
+
+class _Handlers:
+    """The endpoint functions, bound to one runtime."""
+
+    def __init__(self, runtime: Runtime, max_body: int):
+        self.runtime, self.max_body = runtime, max_body
+
+    async def chat(self, request: Request) -> Response:
+        chat = parse_chat(await read_json(request, self.max_body))
+        lease = self.runtime.lease()  # the version active now answers, whatever is swapped in meanwhile
+        try:
+            engine = lease.engine
+            if chat.model == engine.spec.name:
+                expert = None
+            elif chat.model in engine.experts:
+                expert = chat.model
+            else:
+                raise ApiError(404, f"model {chat.model!r} does not exist; this server serves "
+                                    f"{engine.spec.name!r} and its experts", "model_not_found", param="model")
+            result = await run_in_threadpool(
+                run_turn, engine, chat.messages, expert=expert, max_new_tokens=chat.max_tokens
+            )
+        finally:
+            lease.release()
+        self.runtime.metrics.turn(result.route, result.latency, result.route_fallback is not None)
+        return JSONResponse(completion_body(chat, result))
+
+    async def models(self, request: Request) -> Response:
+        with self.runtime.lease() as engine:
+            spec = engine.spec
+            data = [_model_entry(spec.name, spec.id, "set", spec.name)]
+            data += [_model_entry(label, files.commit_id, "expert", spec.name) for label, files in spec.experts.items()]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def healthz(self, request: Request) -> Response:
+        engine = self.runtime.active
+        if engine is None:
+            return JSONResponse({"status": "starting", "commit": None}, status_code=503)
+        metrics = self.runtime.metrics
+        return JSONResponse({
+            "status": "ok",
+            "set": engine.spec.name,
+            "commit": engine.id,
+            "swaps": metrics.swaps,
+            "failed_swaps": metrics.failed_swaps,
+        })
+
+    async def metrics(self, request: Request) -> Response:
+        return PlainTextResponse(self.runtime.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+def _model_entry(name: str, commit: str, kind: str, owner: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": owner, "mint": {"kind": kind, "commit": commit}}
+
+
+def create_app(runtime: Runtime, *, max_body: int = MAX_BODY) -> Starlette:
+    """The starlette app serving `runtime`."""
+    handlers = _Handlers(runtime, max_body)
+
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        runtime.metrics.error(exc.status)
+        return error_response(exc.status, exc.message, exc.code, exc.type, exc.param)
+
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        runtime.metrics.error(exc.status_code)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, str(exc.detail), code)
+
+    async def not_serving(request: Request, exc: NotServing) -> Response:
+        runtime.metrics.error(503)
+        return error_response(503, str(exc), "not_serving", "server_error")
+
+    async def empty(request: Request, exc: EmptyConversation) -> Response:
+        runtime.metrics.error(400)
+        return error_response(400, str(exc), "empty_messages", param="messages")
+
+    async def disconnected(request: Request, exc: ClientDisconnect) -> Response:
+        return Response(status_code=499)
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        runtime.metrics.error(500)
+        return error_response(500, f"internal error: {type(exc).__name__}", "internal_error", "server_error")
+
+    routes = [
+        Route("/v1/chat/completions", handlers.chat, methods=["POST"]),
+        Route("/v1/models", handlers.models, methods=["GET"]),
+        Route("/healthz", handlers.healthz, methods=["GET"]),
+        Route("/metrics", handlers.metrics, methods=["GET"]),
+    ]
+    errors = {ApiError: api_error, HTTPException: http_error, NotServing: not_serving, EmptyConversation: empty,
+              ClientDisconnect: disconnected, Exception: crashed}
+    return Starlette(routes=routes, exception_handlers=errors)
+
+
+def serve(runtime: Runtime, host: str = "127.0.0.1", port: int = 8000, *, log_level: str = "info") -> None:
+    """Serve `runtime` until interrupted (blocks)."""
+    import uvicorn
+
+    uvicorn.run(create_app(runtime), host=host, port=port, log_level=log_level, lifespan="off")
+
+
+class ServerThread:
+    """Serve a runtime from a background thread: `with ServerThread(rt) as url: ...`.
+
+    `port=0` takes a free port; `url` tells which once started.
+    """
+
+    def __init__(self, runtime: Runtime, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning"):
+        import uvicorn
+
+        config = uvicorn.Config(create_app(runtime), host=host, port=port, log_level=log_level, lifespan="off")
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, name="mint-serve", daemon=True)
+        self.host = host
+
+    def start(self, timeout: float = 30.0) -> str:
+        """Start serving; returns the base URL once the socket listens."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.02)
+        return self.url
+
+    @property
+    def url(self) -> str:
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://{self.host}:{port}"
+
+    def stop(self) -> None:
+        """Ask uvicorn to exit and wait for it."""
+        self.server.should_exit = True
+        self._thread.join()
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,127 @@
+"""Builders shared by the runtime tests: one trained tiny MoL per test session, and set specs.
+
+The demo (a tiny base, a trained router, four specialists, a degraded router) is built once
+per process and cached here, because every runtime test module needs it and training takes
+a few seconds. Specs are built by hand, as the runtime receives them from `mint.api`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from mint.bases import fingerprint_path
+from mint.errors import BlobCorrupt
+from mint.objects import AdapterFiles, SetSpec, object_id
+
+_CACHE: dict[str, object] = {}
+
+
+def demo(tmp_path_factory):
+    """The trained demo files (built on first use, then shared by every test module)."""
+    if "demo" not in _CACHE:
+        import torch
+
+        from mint.runtime import train
+        from mint.tiny import build_adapter
+
+        torch.set_num_threads(1)  # far faster than two threads on a busy two-core machine
+        root = tmp_path_factory.mktemp("mol")
+        files = train.build_demo(root / "demo")
+        build_adapter(files.base, root / "random-router", seed=7)
+        _CACHE["demo"] = files
+        _CACHE["random_router"] = root / "random-router"
+    return _CACHE["demo"]
+
+
+def random_router() -> Path:
+    """A router adapter with random weights (never trained); needs `demo()` first."""
+    return _CACHE["random_router"]
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def adapter_files(folder: str | Path, *, weights: str | Path | None = None) -> AdapterFiles:
+    """An adapter folder as the runtime receives it; the commit id is derived from its bytes."""
+    folder = Path(folder)
+    weights = Path(weights or folder / "adapter_model.safetensors")
+    config = json.loads((folder / "adapter_config.json").read_text())
+    commit = object_id({"config": config, "weights": sha256_file(weights)})
+    return AdapterFiles(commit_id=commit, config=config, weights=str(weights))
+
+
+def store_blob(objects: Path, source: str | Path) -> Path:
+    """Copy a file into an object-store layout (`objects/ab/cdef…`, read-only), as mint stores blobs."""
+    blob = sha256_file(source)
+    target = objects / blob[:2] / blob[2:]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o444)
+    return target
+
+
+def stored_adapter(objects: Path, folder: str | Path) -> AdapterFiles:
+    """An adapter whose weights are read from a store blob (so that `verify_blobs` can check them)."""
+    return adapter_files(folder, weights=store_blob(objects, Path(folder) / "adapter_model.safetensors"))
+
+
+def verify_blobs(spec: SetSpec) -> None:
+    """What the store's verify does: every member's weights must hash to their blob id."""
+    for files in [spec.router, spec.summary, *spec.experts.values()]:
+        path = Path(files.weights)
+        expected = path.parent.name + path.name
+        actual = sha256_file(path)
+        if actual != expected:
+            raise BlobCorrupt(expected, actual)
+
+
+def make_spec(
+    files,
+    *,
+    router: AdapterFiles | None = None,
+    experts: dict[str, AdapterFiles] | None = None,
+    labels: list[str] | None = None,
+    default: str = "chat",
+    name: str = "macaron",
+    fingerprint: str | None = None,
+) -> SetSpec:
+    """A SetSpec over the demo's adapters (or the ones given); its id covers every member."""
+    experts = experts or {label: adapter_files(path) for label, path in files.experts.items()}
+    router = router or adapter_files(files.router)
+    labels = labels or list(experts)
+    body = {
+        "name": name, "labels": labels, "default": default, "router": router.commit_id,
+        "experts": {k: v.commit_id for k, v in experts.items()},
+    }
+    return SetSpec(
+        id=object_id(body),
+        name=name,
+        base="base",
+        base_fingerprint=fingerprint or fingerprint_path(files.base),
+        protocol="mol/1",
+        labels=labels,
+        default=default,
+        router=router,
+        experts=experts,
+        summary=experts.get("chat") or next(iter(experts.values())),
+        route_prompt=files.route_prompt.read_text(),
+        summary_prompt=files.summary_prompt.read_text(),
+    )
+
+
+def test_store_blob_layout_is_verifiable(tmp_path):
+    source = tmp_path / "w.bin"
+    source.write_bytes(b"weights")
+    blob = store_blob(tmp_path / "objects", source)
+    assert blob.parent.name + blob.name == sha256_file(source)
+    assert not os.access(blob, os.W_OK) or os.geteuid() == 0
