@@ -18,6 +18,8 @@ from mint.repo import Repo, current_user
 
 PROTOCOL = "mol/1"
 MOL = "mol.toml"
+# mol/1: the router's assistant turn starts with this prefill, and a label's tokens follow it.
+PREFILL = "model_id="
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-PREFILL = "model_id="  # the router's assistant prefill; a label's tokens follow it
+from mint.sets import PREFILL  # the protocol's prefill, shared with the vLLM export
+
 ANSWER_CUE = "assistant:"
 SUMMARY_CUE = "summary:"
 

@@ -261,7 +261,7 @@ def build_demo(out_dir: str | Path, *, seed: int = 0, n_train: int = 400, n_held
     from mint.tiny import build_base, load_base
 
     out = Path(out_dir)
-    base = build_base(out / "base", seed=seed)
+    base = build_base(out / "tiny-llama", seed=seed)
     model, _ = load_base(base)
     records = synthetic_requests(n_train, seed=seed + 1)
     router = train_router(base, out / "router", records, model=model, settings=TrainSettings(seed=seed))

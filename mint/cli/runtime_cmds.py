@@ -1,0 +1,85 @@
+"""Commands of the runtime: serve, route-eval, export."""
+
+from __future__ import annotations
+
+import click
+
+from mint import export as export_mod
+from mint.cli._common import json_option, with_repo
+from mint.cli._output import echo, emit_json, is_tty, short, table, warn
+
+
+def _quiet_libraries() -> None:
+    """transformers' progress bars and peft's deprecation warnings are noise on a pipe."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    if not is_tty():
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+
+
+@click.command()
+@click.argument("rev")
+@click.option("--base", "base_dir", type=click.Path(exists=True, file_okay=False), help="The base model folder (default: where `mint base add` found it).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--poll", default=0.5, show_default=True, type=float, help="Seconds between checks of the channel.")
+@with_repo
+def serve(repo, rev, base_dir, host, port, poll) -> None:
+    """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel."""
+    _quiet_libraries()
+    from mint.runtime.server import serve as run_server
+    from mint.runtime.service import open_runtime
+
+    runtime = open_runtime(repo, rev, base_dir, poll_interval=poll)
+    warn(f"mint: serving {rev} ({short(runtime.active.id)}) on http://{host}:{port}")
+    runtime.follow()
+    try:
+        run_server(runtime, host, port, log_level="warning")
+    finally:
+        runtime.close()
+
+
+@click.command("route-eval")
+@click.argument("rev")
+@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False), help="JSONL: {\"messages\": [...], \"label\": ...} per line.")
+@click.option("--contract", "contract_name", help="Record route_accuracy as an evaluation under this contract.")
+@click.option("--base", "base_dir", type=click.Path(exists=True, file_okay=False), help="The base model folder.")
+@json_option
+@with_repo
+def route_eval(repo, rev, data, contract_name, base_dir, as_json) -> None:
+    """Routing accuracy of set REV on labelled requests, with the confusion matrix."""
+    _quiet_libraries()
+    from mint.runtime.service import route_eval as run
+
+    r = run(repo, rev, data, base_dir=base_dir, contract=contract_name)
+    if as_json:
+        return emit_json(r)
+    echo(f"route accuracy of {short(r.set_id)}: {r.accuracy:.4f} on {r.n} requests ({r.fallbacks} fell back to the default)")
+    labels = list(r.confusion)
+    predicted = list(next(iter(r.confusion.values())).keys()) if r.confusion else []
+    echo(table([[a, *[r.confusion[a].get(b, 0) for b in predicted]] for a in labels], ["LABEL \\ ROUTED", *predicted]))
+    if r.evaluation:
+        echo(f"recorded evaluation {r.evaluation.id} under {r.evaluation.contract} v{r.evaluation.version}")
+
+
+@click.command("export")
+@click.argument("rev")
+@click.argument("directory", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(export_mod.FORMATS), default="peft", show_default=True)
+@json_option
+@with_repo
+def export_cmd(repo, rev, directory, fmt, as_json) -> None:
+    """Write REV as PEFT folders, or ready for vLLM (--format vllm)."""
+    r = export_mod.export(repo, rev, fmt, directory)
+    if as_json:
+        return emit_json(r)
+    echo(f"exported {short(r.id)} as {r.format} into {r.path}: {', '.join(r.adapters)}" + (f"; {', '.join(r.files)}" if r.files else ""))
+
+
+def register(cli: click.Group) -> None:
+    for command in (serve, route_eval, export_cmd):
+        cli.add_command(command)

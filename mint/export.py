@@ -1,0 +1,70 @@
+"""Export a revision for other servers: plain PEFT folders, or a vLLM-ready layout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from mint import api
+from mint.errors import InvalidConfig
+from mint.repo import Repo
+from mint.sets import PREFILL
+
+FORMATS = ("peft", "vllm")
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    id: str
+    format: str
+    path: str
+    adapters: dict[str, str]  # name -> folder
+    files: list[str]  # extra files written for the format
+
+
+def export(repo: Repo, rev: str, fmt: str, dest: str | os.PathLike) -> ExportResult:
+    """Write REV as PEFT folders (a set: one per member, plus mol.toml and prompts).
+
+    `vllm` adds lora-modules.json for `--lora-modules`, router.json with the labels for
+    structured `choice` decoding, and serve-vllm.sh with the command line.
+    """
+    if fmt not in FORMATS:
+        raise InvalidConfig(f"unknown export format {fmt!r} (use {' or '.join(FORMATS)})")
+    dest = Path(dest)
+    detail = api.show(repo, rev)
+    out = api.checkout(repo, detail.id, dest)
+    if detail.kind == "set":
+        cfg = detail.config
+        adapters = {label: str((dest / label).resolve()) for label in cfg["experts"]}
+        adapters["router"] = str((dest / "router").resolve())
+        adapters["summary"] = str((dest / "summary").resolve())
+    else:
+        adapters = {detail.line: str(dest.resolve())}
+    extra = _vllm(repo, detail, dest, adapters) if fmt == "vllm" else []
+    return ExportResult(out.id, fmt, str(dest), adapters, extra)
+
+
+def _vllm(repo: Repo, detail, dest: Path, adapters: dict[str, str]) -> list[str]:
+    base = detail.base or ""
+    ranks = [api.show(repo, m.commit_id).peft["r"] for m in detail.members] or [detail.peft["r"]]
+    modules = [{"name": name, "path": path, "base_model_name": base} for name, path in adapters.items()]
+    files = {"lora-modules.json": json.dumps(modules, indent=2) + "\n"}
+    if detail.kind == "set":
+        cfg = detail.config
+        files["router.json"] = json.dumps({
+            "set": detail.line, "commit": detail.id, "protocol": cfg["protocol"], "router": "router",
+            "prompt": cfg["router"]["prompt"], "prefill": PREFILL, "labels": cfg["router"]["labels"],
+            "default": cfg["router"]["default"], "summary": "summary",
+            # vLLM's structured outputs: the router may answer with one of the labels only
+            "structured_outputs": {"choice": cfg["router"]["labels"]},
+        }, indent=2) + "\n"  # fmt: skip
+    args = ["vllm", "serve", "BASE_MODEL_PATH", "--enable-lora", "--max-lora-rank", str(max(ranks)),
+            "--max-loras", str(len(modules)), "--lora-modules", *(f"{m['name']}={m['path']}" for m in modules)]  # fmt: skip
+    files["serve-vllm.sh"] = "#!/bin/sh\n# Replace BASE_MODEL_PATH with the frozen base " + shlex.quote(base) + "\n" + shlex.join(args) + "\n"
+    for name, text in files.items():
+        (dest / name).write_text(text, encoding="utf-8")
+    os.chmod(dest / "serve-vllm.sh", 0o755)
+    return sorted(files)

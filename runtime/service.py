@@ -1,0 +1,90 @@
+"""The runtime over a repository: what `mint serve` and `mint route-eval` call.
+
+This module joins mint's public API (revisions, sets, the store, contracts) to the runtime's
+pieces; the CLI stays a thin layer over it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from mint import api, contracts, sets
+from mint.errors import InvalidConfig, UnknownBase
+from mint.objects import Evaluation, SetSpec
+from mint.repo import Repo
+from mint.runtime.engine import open_engine
+from mint.runtime.evaluate import evaluate_routes, read_records
+from mint.runtime.loader import SharedBase
+from mint.runtime.swap import Runtime
+
+
+def store_verifier(repo: Repo):
+    """`verify(spec)`: re-hash every member's files in the store (BlobCorrupt/BlobMissing)."""
+
+    def verify(spec: SetSpec) -> None:
+        for member in {spec.router.commit_id, spec.summary.commit_id, *(e.commit_id for e in spec.experts.values())}:
+            for entry in api.show(repo, member).files.values():
+                repo.store.verify(entry.sha256)
+
+    return verify
+
+
+def base_dir_for(repo: Repo, spec: SetSpec, base_dir: str | None) -> str:
+    """The base's folder: as given, else where `mint base add` found it."""
+    if base_dir:
+        return base_dir
+    source = next((b.source for b in api.base_ls(repo) if b.name == spec.base), None)
+    if not source:
+        raise UnknownBase(f"base {spec.base} has no known folder", hint="pass --base DIR")
+    path = Path(source)
+    return str(path.parent if path.name == "config.json" else path)
+
+
+def open_runtime(repo: Repo, rev: str, base_dir: str | None = None, *, poll_interval: float = 0.5) -> Runtime:
+    """Load REV's set onto the base and keep following REV (a channel, tag or line)."""
+    spec = sets.set_spec(repo, rev)
+    runtime = Runtime(
+        SharedBase.load(base_dir_for(repo, spec, base_dir)),
+        verify=store_verifier(repo),
+        resolve=lambda: api.resolve(repo, rev),
+        load_spec=lambda commit: sets.set_spec(repo, commit),
+        poll_interval=poll_interval,
+    )
+    runtime.stage(spec)
+    runtime.swap()
+    return runtime
+
+
+@dataclass(frozen=True)
+class RouteEvalResult:
+    set_id: str
+    accuracy: float
+    n: int
+    fallbacks: int
+    confusion: dict[str, dict[str, int]]
+    evaluation: Evaluation | None
+
+
+def route_eval(
+    repo: Repo, rev: str, data: str, *, base_dir: str | None = None, contract: str | None = None
+) -> RouteEvalResult:
+    """Routing accuracy of REV's router on labelled requests; recorded under CONTRACT if given."""
+    spec = sets.set_spec(repo, rev)
+    records = list(read_records(data))
+    if not records:
+        raise InvalidConfig(f"{data} holds no labelled requests")
+    engine = open_engine(base_dir_for(repo, spec, base_dir), spec, verify=store_verifier(repo))
+    try:
+        result = evaluate_routes(engine, records)
+    finally:
+        engine.close()
+    evaluation = None
+    if contract:
+        digest = hashlib.sha256(Path(data).read_bytes()).hexdigest()
+        evaluation = contracts.record(
+            repo, spec.id, contract, {"route_accuracy": result.accuracy}, source="route-eval",
+            evaluator={"command": ["mint", "route-eval"], "records": result.n}, data_hash=digest,
+        )  # fmt: skip
+    return RouteEvalResult(spec.id, result.accuracy, result.n, result.fallbacks, result.confusion, evaluation)
