@@ -1,0 +1,218 @@
+"""The MoL flow through the real CLI on both databases: sets, route-eval and the gate,
+`mint serve` following a channel in its own process, hot rollback under load, export."""
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from conftest import one_line_error
+from mint import api, gates
+from test_runtime_support import demo, random_router
+
+MOL = """name = "macaron"
+protocol = "mol/1"
+base = "tiny-llama"
+[router]
+adapter = "{router}"
+labels = ["chat", "agent", "coding", "ui"]
+prompt = "route.md"
+default = "chat"
+[experts]
+chat = "chat"
+agent = "agent"
+coding = "coding"
+ui = "ui"
+[summary]
+adapter = "chat"
+prompt = "summary.md"
+"""
+
+
+@pytest.fixture
+def mol(mint, repo, tmp_path, tmp_path_factory):
+    """The trained demo committed: adapters, three routers, a set per router. Returns ids."""
+    files = demo(tmp_path_factory)
+    assert mint("base", "add", "tiny-llama", files.base).code == 0
+    for label, folder in files.experts.items():
+        assert mint("commit", label, folder, "-m", label).code == 0
+    routers = {"good": files.router, "degraded": files.degraded_router, "random": random_router()}
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for src in (files.route_prompt, files.summary_prompt):
+        (folder / src.name).write_bytes(src.read_bytes())
+    sets = {}
+    for name, path in routers.items():
+        router = mint("commit", "router", path, "-m", name, "--json").json()["id"]
+        (folder / "mol.toml").write_text(MOL.format(router=router))
+        sets[name] = mint("set", "commit", folder / "mol.toml", "-m", name, "--json").json()["id"]
+    (tmp_path / "prod.toml").write_text('name = "prod"\nchannel = "production"\n[[metric]]\nname = "route_accuracy"\nmin = 0.97\n')
+    assert mint("contract", "add", tmp_path / "prod.toml").code == 0
+    return mint, sets, files, folder
+
+
+def test_route_eval_gates_the_set(mol, repo):
+    mint, sets, files, _ = mol
+    good = mint("route-eval", sets["good"], "--data", files.heldout_data, "--contract", "prod", "--json")
+    assert good.code == 0, good
+    r = good.json()
+    assert r["accuracy"] >= 0.97 and r["n"] == 200
+    assert sum(r["confusion"]["coding"].values()) == 50
+    assert r["evaluation"]["metrics"] == {"route_accuracy": r["accuracy"]}
+    assert r["evaluation"]["data_hash"]
+    assert mint("promote", sets["good"], "--to", "production").code == 0
+
+    rnd = mint("route-eval", sets["random"], "--data", files.heldout_data, "--contract", "prod", "--json").json()
+    assert rnd["accuracy"] < 0.97
+    refused = mint("promote", sets["random"], "--to", "production")
+    assert refused.code == 3 and "route_accuracy" in refused.out
+    assert api.resolve(repo, "macaron@production") == sets["good"]
+    assert mint("rollback", "macaron@production").code != 0  # one holder only: nothing to go back to
+    hist = mint("history", "macaron@production", "--json").json()
+    assert [h["to"] for h in hist] == [sets["good"]] and hist[0]["evaluations"] == [r["evaluation"]["id"]]
+
+
+def test_route_eval_bad_data(mol, tmp_path):
+    mint, sets, _, _ = mol
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": [], "label": "chat"}\nnot json\n')
+    one_line_error(mint("route-eval", sets["good"], "--data", bad), "not JSON")
+    one_line_error(mint("route-eval", "chat", "--data", bad), "not a set")
+
+
+def test_export_vllm_and_peft(mol, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    mint, sets, files, _ = mol
+    out = tmp_path / "vllm"
+    r = mint("export", sets["good"], out, "--format", "vllm", "--json")
+    assert r.code == 0, r
+    modules = json.loads((out / "lora-modules.json").read_text())
+    assert {m["name"] for m in modules} == {"chat", "agent", "coding", "ui", "router", "summary"}
+    assert all((out / m["name"] / "adapter_model.safetensors").exists() for m in modules)
+    router = json.loads((out / "router.json").read_text())
+    assert router["structured_outputs"] == {"choice": ["chat", "agent", "coding", "ui"]}
+    assert router["prefill"] == "model_id=" and router["commit"] == sets["good"]
+    assert "--lora-modules" in (out / "serve-vllm.sh").read_text()
+    base = AutoModelForCausalLM.from_pretrained(files.base)
+    PeftModel.from_pretrained(base, out / "coding")  # a plain PEFT folder
+    assert mint("export", "chat", tmp_path / "peft", "--format", "peft").code == 0
+    assert (tmp_path / "peft" / "adapter_config.json").exists()
+    one_line_error(mint("export", "chat", tmp_path / "x", "--format", "onnx"), "onnx")
+
+
+class Served:
+    """`mint serve macaron@canary` in its own process."""
+
+    def __init__(self, repo_root, base):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mint", "--repo", str(repo_root), "serve", "macaron@canary", "--base", str(base),
+             "--port", str(self.port), "--poll", "0.2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 120  # a liveness limit, not a timing assertion
+        while time.time() < deadline:
+            assert self.proc.poll() is None, self.proc.communicate()
+            try:
+                httpx.get(self.url + "/healthz").raise_for_status()
+                return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise AssertionError("server did not start")
+
+    def serving(self) -> str:
+        return httpx.get(self.url + "/healthz").json()["commit"]
+
+    def wait_for(self, commit: str) -> None:
+        deadline = time.time() + 60
+        while self.serving() != commit:
+            assert time.time() < deadline, f"server never followed to {commit[:12]}"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def test_serve_follows_the_channel_under_load(mol, repo):
+    mint, sets, files, _ = mol
+    order = [sets["good"], sets["degraded"], sets["random"]]
+    assert mint("promote", order[0], "--to", "canary").code == 0
+    server = Served(repo.root, files.base)
+    results, stop = [], threading.Event()
+
+    def client():
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            while not stop.is_set():
+                started = time.time()
+                r = c.post("/v1/chat/completions", json={
+                    "model": "macaron", "max_tokens": 4,
+                    "messages": [{"role": "user", "content": "python function bug fix"}]})  # fmt: skip
+                results.append((started, r.status_code, r.json()))
+
+    threads = [threading.Thread(target=client) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for i in range(20):  # promote, rollback, promote, rollback, ...
+            if i % 2 == 0:
+                assert mint("promote", order[1 + (i // 2) % 2], "--to", "canary").code == 0
+            else:
+                assert mint("rollback", "macaron@canary").code == 0
+            server.wait_for(api.resolve(repo, "macaron@canary"))
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        server.stop()
+    assert results and all(code == 200 for _, code, _ in results), [r for r in results if r[1] != 200][:3]
+    hist = gates.history(repo, "macaron@canary")
+    assert len(hist) == 21 and [m.action for m in hist[1:3]] == ["promote", "rollback"]
+    import datetime as dt
+
+    moves = [(dt.datetime.fromisoformat(m.at).timestamp(), m.to) for m in hist]
+    for started, _, body in results:
+        # The holder when the request started, or the one just before it while the server
+        # was following (it swaps between requests, within one poll of the move).
+        held = [to for at, to in moves if at <= started][-2:]
+        assert body["mint"]["set"] in held, (started, body["mint"]["set"][:12])
+    assert {body["mint"]["set"] for _, _, body in results} >= {sets["good"], sets["degraded"]}
+
+
+def test_corrupt_staged_version_never_serves(mol, repo):
+    mint, sets, files, _ = mol
+    assert mint("promote", sets["good"], "--to", "canary").code == 0
+    server = Served(repo.root, files.base)
+    try:
+        weights = api.show(repo, api.show(repo, sets["degraded"]).members[0].commit_id).files["adapter_model.safetensors"]
+        path = repo.store.local_path(weights.sha256)
+        path.chmod(0o644)
+        data = bytearray(path.read_bytes())
+        data[-8:] = b"\x7f" * 8  # still valid safetensors, but not the committed bytes
+        path.write_bytes(bytes(data))
+        assert mint("promote", sets["degraded"], "--to", "canary").code == 0
+        deadline = time.time() + 60
+        while httpx.get(server.url + "/healthz").json()["failed_swaps"] == 0:
+            assert time.time() < deadline, "the server never tried the corrupt version"
+            time.sleep(0.1)
+        assert server.serving() == sets["good"]
+        assert "mint_swaps_failed_total 1" in httpx.get(server.url + "/metrics").text
+        r = httpx.post(server.url + "/v1/chat/completions", json={"model": "macaron", "max_tokens": 4,
+                       "messages": [{"role": "user", "content": "hello friend"}]})  # fmt: skip
+        assert r.status_code == 200 and r.json()["mint"]["set"] == sets["good"]
+        bad = httpx.post(server.url + "/v1/chat/completions", content=b"{not json")
+        assert bad.status_code == 400 and "error" in bad.json()
+        assert server.serving() == sets["good"]
+    finally:
+        server.stop()
