@@ -17,6 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
 import bench_catalog  # noqa: E402
 import bench_gates  # noqa: E402
+import bench_pull  # noqa: E402
+import bench_runtime  # noqa: E402
 import bench_store  # noqa: E402
 
 
@@ -32,13 +34,21 @@ def main(argv: list[str] | None = None) -> int:
     catalog = bench_catalog.main(extra)
     print("\n# bench_gates\n", flush=True)
     gates = bench_gates.main(extra)
+    print("\n# bench_runtime\n", flush=True)
+    runtime = bench_runtime.main([])
+    print("\n# bench_pull\n", flush=True)
+    pull = bench_pull.run()
     print("\n# Summary\n")
     print(bench_store.report({**store, "profiles": {}}))
     print()
     print(bench_catalog.report(catalog))
     print()
     print(bench_gates.report(gates))
-    c.write_json("run_all", {"store": store, "catalog": catalog, "gates": gates})
+    print()
+    print(bench_runtime.report(runtime))
+    print(f"\npull: mint {pull['mint_median_s']:.2f} s, snapshot_download alone {pull['download_median_s']:.2f} s, "
+          f"ratio {pull['ratio']:.2f}x (target <= 1.3x)")
+    c.write_json("run_all", {"store": store, "catalog": catalog, "gates": gates, "runtime": runtime, "pull": pull})
     print(f"\n({time.perf_counter() - t0:.0f} s in all; JSON under bench/out/)")
     return 0
 
