@@ -6,7 +6,6 @@ and each comparison against a baseline is measured in the same run, alternating 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
@@ -14,21 +13,18 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 BENCH_DIR = Path(__file__).resolve().parent
 OUT_DIR = BENCH_DIR / "out"
 REPO_ROOT = BENCH_DIR.parent
 
-if str(REPO_ROOT) not in sys.path:  # run as `python bench/x.py` without installing
-    sys.path.insert(0, str(REPO_ROOT))
+for _path in (REPO_ROOT, REPO_ROOT / "tests"):  # run as `python bench/x.py`; share the tests' helpers
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-PG_ADMIN_URL = os.environ.get(
-    "MINT_BENCH_PG_URL",
-    os.environ.get("MINT_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
-)
+from pgdb import PG_ADMIN_URL, pg_database  # noqa: E402,F401  (MINT_TEST_PG_URL selects the server)
 
 
 # --- timing --------------------------------------------------------------------
@@ -129,19 +125,20 @@ def pg_available() -> bool:
         return False
 
 
-@contextlib.contextmanager
-def pg_database(prefix: str = "mint_bench") -> Iterator[str]:
-    """A new, empty PostgreSQL database, dropped afterwards. Yields its URL."""
-    import sqlalchemy as sa
+def sized_db_args(description: str, sizes: str, sizes_help: str, profile_help: str, argv) -> tuple:
+    """The options the catalog and gate benches share: --sizes, --db, --runs, --profile.
 
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.engine.make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    try:
-        yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    Returns (args, sizes, dbs), dropping PostgreSQL with a note when it does not answer."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default=sizes, help=sizes_help)
+    p.add_argument("--db", default=None, help="sqlite,postgresql (default: both, if PostgreSQL answers)")
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--profile", action="store_true", help=profile_help)
+    args = p.parse_args(argv)
+    dbs = args.db.split(",") if args.db else ["sqlite", "postgresql"]
+    if "postgresql" in dbs and not pg_available():
+        print(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: measuring SQLite only", file=sys.stderr)
+        dbs = [d for d in dbs if d != "postgresql"]
+    return args, sorted(int(x) for x in args.sizes.split(",")), dbs

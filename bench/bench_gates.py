@@ -30,7 +30,6 @@ transaction of the same database (mint's own connection set-up), as the denomina
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as dt
 import json
@@ -413,17 +412,7 @@ def report(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", default="100,10000", help="moves in each channel's history, comma-separated")
-    p.add_argument("--db", default=None, help="sqlite,postgresql (default: both, if PostgreSQL answers)")
-    p.add_argument("--runs", type=int, default=30)
-    p.add_argument("--profile", action="store_true", help="cProfile and SQL statements at the largest size")
-    args = p.parse_args(argv)
-    sizes = sorted(int(x) for x in args.sizes.split(","))
-    dbs = args.db.split(",") if args.db else ["sqlite", "postgresql"]
-    if "postgresql" in dbs and not c.pg_available():
-        print(f"PostgreSQL is not reachable at {c.PG_ADMIN_URL}: measuring SQLite only", file=sys.stderr)
-        dbs = [d for d in dbs if d != "postgresql"]
+    args, sizes, dbs = c.sized_db_args(__doc__, "100,10000", "moves in each channel's history, comma-separated", "cProfile and SQL statements at the largest size", argv)
     t0 = time.perf_counter()
     r = run(sizes, dbs, args.runs, args.profile)
     r["wall_s"] = time.perf_counter() - t0

@@ -25,7 +25,6 @@ import json
 import os
 import pstats
 import shutil
-import subprocess
 import sys
 import tempfile
 import time

@@ -9,31 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import uuid
 
 import pytest
 import sqlalchemy as sa
 
 from mint import repo as repo_mod
-
-PG_ADMIN_URL = os.environ.get("MINT_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-
-
-@contextlib.contextmanager
-def pg_database():
-    """A new, empty PostgreSQL database, dropped afterwards. Yields its URL."""
-    name = f"mint_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.engine.make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    try:
-        yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+from pgdb import pg_database
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -135,3 +135,18 @@ def test_oversized_body_without_content_length_is_refused(served):
 
     assert_openai_error(client.post("/v1/chat/completions", content=chunks()), 413, "request_too_large")
     assert client.get("/healthz").status_code == 200
+
+
+def test_the_openai_client_talks_to_it(served):
+    import openai
+
+    client, _, spec = served
+    oa = openai.OpenAI(base_url=str(client.base_url) + "/v1", api_key="unused", max_retries=0)
+    assert {m.id for m in oa.models.list().data} == {"macaron", *spec.experts}
+    reply = oa.chat.completions.create(
+        model="macaron", messages=[{"role": "user", "content": "please fix the python bug"}], max_tokens=12
+    )
+    assert reply.choices[0].message.content == train.ANSWERS["coding"]
+    assert reply.model_extra["mint"]["route"] == "coding"
+    with pytest.raises(openai.NotFoundError):
+        oa.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "hi"}])
