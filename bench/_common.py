@@ -6,6 +6,7 @@ and each comparison against a baseline is measured in the same run, alternating 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -142,3 +143,23 @@ def sized_db_args(description: str, sizes: str, sizes_help: str, profile_help: s
         print(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: measuring SQLite only", file=sys.stderr)
         dbs = [d for d in dbs if d != "postgresql"]
     return args, sorted(int(x) for x in args.sizes.split(",")), dbs
+
+
+@contextlib.contextmanager
+def temp_repo(db: str, prefix: str):
+    """A fresh repository on SQLite or on a throwaway PostgreSQL database. Yields (repo, tmp)."""
+    import shutil
+    import tempfile
+
+    from mint.repo import init
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}-{db}-", dir=os.environ.get("MINT_BENCH_TMP")))
+    try:
+        with pg_database() if db == "postgresql" else contextlib.nullcontext(None) as url:
+            repo, _ = init(tmp / "repo", url)
+            try:
+                yield repo, tmp
+            finally:
+                repo.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

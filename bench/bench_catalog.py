@@ -25,11 +25,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -230,18 +227,8 @@ def measure(catalogs: dict, runs: int) -> dict:
 
 @contextlib.contextmanager
 def catalog(db: str, n: int):
-    from mint.repo import init
-
-    tmp = Path(tempfile.mkdtemp(prefix=f"mint-bench-catalog-{db}-", dir=os.environ.get("MINT_BENCH_TMP")))
-    try:
-        with c.pg_database() if db == "postgresql" else contextlib.nullcontext(None) as url:
-            repo, _ = init(tmp / "repo", url)
-            try:
-                yield repo
-            finally:
-                repo.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with c.temp_repo(db, "mint-bench-catalog") as (repo, tmp):
+        yield repo
 
 
 def run(sizes: list[int], dbs: list[str], runs: int, do_profile: bool = False) -> dict:

@@ -33,11 +33,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
-import shutil
 import struct
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -231,18 +228,8 @@ def populate(repo, commits: dict[str, list[str]], n: int) -> dict:
 
 @contextlib.contextmanager
 def catalog(db: str, n: int):
-    from mint.repo import init
-
-    tmp = Path(tempfile.mkdtemp(prefix=f"mint-bench-gates-{db}-", dir=os.environ.get("MINT_BENCH_TMP")))
-    try:
-        with c.pg_database() if db == "postgresql" else contextlib.nullcontext(None) as url:
-            repo, _ = init(tmp / "repo", url)
-            try:
-                yield repo, tmp
-            finally:
-                repo.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with c.temp_repo(db, "mint-bench-gates") as (repo, tmp):
+        yield repo, tmp
 
 
 # --- the calls ------------------------------------------------------------------------

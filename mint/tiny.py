@@ -117,11 +117,12 @@ def build_adapter(
     out = Path(out_dir)
     peft_model.save_pretrained(out)
     peft_model.unload()  # leave `model` as it was, so callers can reuse it
-    _set_base_name(out, base_name or Path(base_dir).name)
+    set_base_name(out, base_name or Path(base_dir).name)
     return out
 
 
-def _set_base_name(adapter_dir: Path, name: str) -> None:
+def set_base_name(adapter_dir: Path, name: str) -> None:
+    """Bind a saved adapter to a base by name, as `base_model_name_or_path`."""
     path = adapter_dir / "adapter_config.json"
     cfg = json.loads(path.read_text())
     cfg["base_model_name_or_path"] = name

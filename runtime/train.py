@@ -168,7 +168,7 @@ def train_adapter(
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from mint.tiny import load_base
+    from mint.tiny import load_base, set_base_name
 
     tokenizer = None
     if model is None:
@@ -188,15 +188,8 @@ def train_adapter(
     # only the LoRA tensors: never a copy of the base's embedding or head
     peft_model.save_pretrained(out, save_embedding_layers=False)
     peft_model.unload()
-    _set_base_name(out, Path(base_dir).name)
+    set_base_name(out, Path(base_dir).name)
     return out
-
-
-def _set_base_name(adapter_dir: Path, name: str) -> None:
-    path = adapter_dir / "adapter_config.json"
-    config = json.loads(path.read_text())
-    config["base_model_name_or_path"] = name
-    path.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
 def train_router(

@@ -13,25 +13,9 @@ import pytest
 
 from conftest import one_line_error
 from mint import api, gates
+from mint.demo import MOL
 from test_runtime_support import demo, random_router
 
-MOL = """name = "macaron"
-protocol = "mol/1"
-base = "tiny-llama"
-[router]
-adapter = "{router}"
-labels = ["chat", "agent", "coding", "ui"]
-prompt = "route.md"
-default = "chat"
-[experts]
-chat = "chat"
-agent = "agent"
-coding = "coding"
-ui = "ui"
-[summary]
-adapter = "chat"
-prompt = "summary.md"
-"""
 
 
 @pytest.fixture
@@ -41,6 +25,7 @@ def mol(mint, repo, tmp_path, tmp_path_factory):
     assert mint("base", "add", "tiny-llama", files.base).code == 0
     for label, folder in files.experts.items():
         assert mint("commit", label, folder, "-m", label).code == 0
+        assert mint("tag", "v1", label).code == 0
     routers = {"good": files.router, "degraded": files.degraded_router, "random": random_router()}
     folder = tmp_path / "set"
     folder.mkdir()
