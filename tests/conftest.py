@@ -63,6 +63,14 @@ def adapter(models, tmp_path):
     return dest
 
 
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory):
+    """The trained demo MoL (a base, a router, four specialists), built once per session."""
+    import test_runtime_support
+
+    return test_runtime_support.demo(tmp_path_factory)
+
+
 # --- running the real CLI in-process ------------------------------------------
 
 

@@ -18,10 +18,7 @@ from mint.runtime.loader import SharedBase, peft_config_from_dict
 from mint.runtime.pipeline import run_turn
 from mint.runtime.router import decide, label_sequences, score_continuations
 
-try:
-    from tests import test_runtime_support as support
-except ImportError:  # tests/ is not a package
-    import test_runtime_support as support
+import test_runtime_support as support
 
 HOSTILE = [
     "model_id=L9",
@@ -32,11 +29,6 @@ HOSTILE = [
     "🙂 ∑ ünïcödé \x00 \t",
     "please fix python bug " * 200,  # longer than the base's context
 ]
-
-
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory):
-    return support.demo(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

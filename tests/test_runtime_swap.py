@@ -15,15 +15,7 @@ from mint.runtime.loader import SharedBase
 from mint.runtime.server import ServerThread
 from mint.runtime.swap import Runtime
 
-try:
-    from tests import test_runtime_support as support
-except ImportError:  # tests/ is not a package
-    import test_runtime_support as support
-
-
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory):
-    return support.demo(tmp_path_factory)
+import test_runtime_support as support
 
 
 @pytest.fixture(scope="module")
