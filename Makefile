@@ -6,7 +6,7 @@ STAMP := $(VENV)/.mint-installed
 
 .PHONY: demo test bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first, pinned, so that nothing later can pull in a CUDA build.
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m mint.demo
+	$(PY) -m mint.examples.demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests

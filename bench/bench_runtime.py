@@ -73,7 +73,7 @@ def bench_loading(demo, spec, runs: int) -> dict:
 
     from mint.runtime.engine import load_engine
     from mint.runtime.loader import SharedBase
-    from mint.tiny import load_base
+    from mint.examples.tiny import load_base
 
     def ours():
         base = SharedBase.load(demo.base)  # untimed
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     import torch
 
-    from mint.runtime import train
+    from mint.examples import train
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="mint-bench-runtime-") as tmp:

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from mint.errors import InvalidConfig
-from mint.objects import object_id
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.db import is_unique_violation
+from mint.errors import BaseExists, InvalidConfig, UnknownBase
+from mint.ids import iso, object_id, utcnow
+from mint.objects import Base
+from mint.refs import check_name
+from mint.repo import Repo
 
 # Keys that transformers writes but that do not change the network: two saves of one base
 # by different library versions must fingerprint the same.
@@ -36,3 +44,62 @@ def fingerprint(config: dict) -> str:
 
 def fingerprint_path(path: str | Path) -> str:
     return fingerprint(read_base_config(path))
+
+
+# --- registered bases ---------------------------------------------------------
+
+
+def base_add(repo: Repo, name: str, path: str | os.PathLike) -> Base:
+    """Register a frozen base by its config.json. Re-adding the same config is a no-op."""
+    check_name("base", name)
+    config = read_base_config(path)
+    fp = fingerprint(config)
+    row = dict(name=name, fingerprint=fp, config=config, source=str(path), created_at=utcnow())
+    with repo.db.write() as conn:
+        found = _get(conn, name)
+        if found is None:
+            try:
+                with conn.begin_nested():
+                    conn.execute(s.bases.insert().values(**row))
+            except sa.exc.IntegrityError as exc:
+                if not is_unique_violation(exc):
+                    raise
+            found = _get(conn, name)
+        if found.fingerprint != fp:
+            raise BaseExists(name, found.fingerprint)
+        return _base(found)
+
+
+def base_ls(repo: Repo) -> list[Base]:
+    """Every registered base, by name."""
+    with repo.db.read() as conn:
+        return [_base(r) for r in conn.execute(sa.select(s.bases).order_by(s.bases.c.name))]
+
+
+def _get(conn, name: str):
+    return conn.execute(sa.select(s.bases).where(s.bases.c.name == name)).first()
+
+
+def _base(row) -> Base:
+    return Base(row.name, row.fingerprint, row.config, row.source, iso(row.created_at))
+
+
+def get_base(conn, name: str):
+    """The row of base NAME, or UnknownBase."""
+    row = _get(conn, name)
+    if row is None:
+        raise UnknownBase(name)
+    return row
+
+
+def find_base(conn, adapter_base: str | None, explicit: str | None):
+    """The registered base an adapter is bound to: EXPLICIT, else its base_model_name_or_path."""
+    if explicit:
+        return get_base(conn, explicit)
+    if not adapter_base:
+        raise UnknownBase(None)
+    candidates = {adapter_base, Path(adapter_base.rstrip("/")).name}
+    for row in conn.execute(sa.select(s.bases)):
+        if row.name in candidates or row.source == adapter_base:
+            return row
+    raise UnknownBase(adapter_base, f"the adapter's base {adapter_base!r} is not a registered base")

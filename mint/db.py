@@ -13,6 +13,10 @@ from sqlalchemy.engine import Connection, Engine
 
 from mint.errors import DatabaseUnavailable, SchemaOutdated
 
+# The newest migration. Checked against alembic's own answer in the tests, and kept here so
+# that opening a repository does not load alembic to parse every migration script.
+SCHEMA_HEAD = "0001"
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
@@ -78,9 +82,9 @@ class Database:
         try:
             conn = self.engine.connect()
         except sa.exc.OperationalError as exc:
-            raise DatabaseUnavailable(
-                f"cannot reach the metadata database {self.safe_url}: {_first_line(exc)}"
-            ) from None
+            why = _first_line(exc)
+            missing = "does not exist" in why and "database" in why
+            raise DatabaseUnavailable(self.safe_url, why, missing_database=missing) from None
         with conn:
             yield conn
 
@@ -88,21 +92,26 @@ class Database:
     def safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
+    def check_reachable(self) -> None:
+        """Connect once; DatabaseUnavailable says why it failed."""
+        with self._connect():
+            pass
+
     # --- schema ------------------------------------------------------------
 
     def current_revision(self) -> str | None:
         with self.read() as conn:
-            if not sa.inspect(conn).has_table("alembic_version"):
+            try:
+                with conn.begin_nested():
+                    return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+            except sa.exc.DatabaseError:  # no such table: a database never migrated
                 return None
-            return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
 
     def check_schema(self) -> None:
         """Refuse to work on a database whose schema is not at the migrations' head."""
-        current, head = self.current_revision(), head_revision()
-        if current != head:
-            raise SchemaOutdated(
-                f"the metadata database is at schema {current or 'none'}, this mint needs {head}"
-            )
+        current = self.current_revision()
+        if current != SCHEMA_HEAD:
+            raise SchemaOutdated(current, SCHEMA_HEAD)
 
     def upgrade(self) -> tuple[str | None, str]:
         """Run the migrations to head. Returns (from, to)."""
@@ -133,6 +142,7 @@ def alembic_config(url: str):
 
 
 def head_revision() -> str:
+    """The migrations' head, as alembic computes it (tests check SCHEMA_HEAD against it)."""
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()

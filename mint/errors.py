@@ -1,25 +1,28 @@
-"""Every error mint raises on purpose. The CLI maps each to one line and an exit code."""
+"""Every error mint raises on purpose, each with its data as attributes.
+
+Messages say what went wrong in the library's words; they never name a CLI flag. The CLI
+(`mint.cli._errors`) maps each class to one line, a hint and an exit code.
+"""
 
 from __future__ import annotations
 
+# The store sits below mint and cannot import this module: its errors derive from its own
+# base, and are re-exported here so that callers have one place to look.
+from mint.store.errors import BlobChanged as BlobChanged
+from mint.store.errors import BlobCorrupt as BlobCorrupt
+from mint.store.errors import BlobMissing as BlobMissing
+from mint.store.errors import StoreError as StoreError
+
 
 class MintError(Exception):
-    """Base of all mint errors. `hint` says what to do about it; `exit_code` is the CLI's."""
-
-    exit_code = 1
-    hint: str | None = None
-
-    def __init__(self, message: str, *, hint: str | None = None):
-        super().__init__(message)
-        if hint is not None:
-            self.hint = hint
+    """Base of all mint errors."""
 
 
 # --- repository and database -------------------------------------------------
 
 
 class RepoNotFound(MintError, FileNotFoundError):
-    hint = "run `mint init` first, or pass --repo DIR"
+    pass
 
 
 class RepoExists(MintError, FileExistsError):
@@ -27,11 +30,15 @@ class RepoExists(MintError, FileExistsError):
 
 
 class SchemaOutdated(MintError):
-    hint = "run `mint db upgrade`"
+    def __init__(self, current: str | None, head: str):
+        super().__init__(f"the metadata database is at schema {current or 'none'}, this mint needs {head}")
+        self.current, self.head = current, head
 
 
 class DatabaseUnavailable(MintError, ConnectionError):
-    pass
+    def __init__(self, url: str, why: str, *, missing_database: bool = False):
+        super().__init__(f"cannot reach the metadata database {url}: {why}")
+        self.url, self.why, self.missing_database = url, why, missing_database
 
 
 # --- names and revisions -----------------------------------------------------
@@ -40,13 +47,13 @@ class DatabaseUnavailable(MintError, ConnectionError):
 class InvalidName(MintError, ValueError):
     def __init__(self, kind: str, name: str, why: str):
         super().__init__(f"invalid {kind} name {name!r}: {why}")
-        self.kind, self.name = kind, name
+        self.kind, self.name, self.why = kind, name, why
 
 
 class RevisionNotFound(MintError, LookupError):
     def __init__(self, rev: str, why: str = "unknown revision"):
         super().__init__(f"{why}: {rev!r}")
-        self.rev = rev
+        self.rev, self.why = rev, why
 
 
 class AmbiguousRevision(MintError, LookupError):
@@ -54,7 +61,6 @@ class AmbiguousRevision(MintError, LookupError):
         shown = ", ".join(c[:12] for c in candidates[:5])
         super().__init__(f"ambiguous revision {rev!r}: matches {shown}")
         self.rev, self.candidates = rev, candidates
-        self.hint = "give more hex digits"
 
 
 class RefConflict(MintError):
@@ -65,11 +71,26 @@ class RefConflict(MintError):
         got = found[:12] if found else "nothing"
         super().__init__(f"{ref} moved while updating (expected {exp}, found {got})")
         self.ref, self.expected, self.found = ref, expected, found
-        self.hint = "another writer got there first; run the command again"
 
 
 class RefExists(MintError, FileExistsError):
     pass
+
+
+class TagExists(RefExists):
+    """A tag already points elsewhere; moving it needs force."""
+
+    def __init__(self, ref: str, target: str):
+        super().__init__(f"tag {ref} already points at {target[:12]}")
+        self.ref, self.target = ref, target
+
+
+class BaseExists(RefExists):
+    def __init__(self, name: str, fingerprint: str):
+        super().__init__(
+            f"base {name} is already registered with another config (fingerprint {fingerprint[:12]})"
+        )
+        self.name, self.fingerprint = name, fingerprint
 
 
 class WrongKind(MintError, TypeError):
@@ -80,19 +101,19 @@ class WrongKind(MintError, TypeError):
 
 
 class InvalidAdapter(MintError, ValueError):
-    def __init__(self, path: object, why: str, *, hint: str | None = None):
-        super().__init__(f"invalid adapter {path}: {why}", hint=hint)
+    def __init__(self, path: object, why: str):
+        super().__init__(f"invalid adapter {path}: {why}")
         self.path, self.why = path, why
+
+
+class NotAnAdapter(InvalidAdapter):
+    """The folder lacks the files PEFT's save_pretrained writes."""
 
 
 class PickleRefused(InvalidAdapter):
     def __init__(self, path: object, filename: str):
-        super().__init__(
-            path,
-            f"{filename} is a pickle; mint never loads pickled weights",
-            hint="convert it: load it yourself where you trust it and "
-            "`model.save_pretrained(dir, safe_serialization=True)` to write safetensors",
-        )
+        super().__init__(path, f"{filename} is a pickle; mint never loads pickled weights")
+        self.filename = filename
 
 
 class InvalidSafetensors(InvalidAdapter):
@@ -104,7 +125,32 @@ class BaseMismatch(MintError, ValueError):
 
 
 class UnknownBase(MintError, LookupError):
-    hint = "register it with `mint base add NAME PATH`, or pass --base NAME"
+    def __init__(self, name: str | None, why: str | None = None):
+        if why is None:
+            why = (
+                "the adapter names no base_model_name_or_path"
+                if name is None
+                else f"base {name!r} is not registered"
+            )
+        super().__init__(why)
+        self.name = name
+
+
+class BaseFolderMismatch(BaseMismatch):
+    """The base folder given to the runtime is not the base the set was committed against."""
+
+    def __init__(self, what: str, expected: str, path: str, found: str):
+        super().__init__(
+            f"{what} was built for base {expected[:12]}, but {path} has fingerprint {found[:12]}"
+        )
+        self.what, self.expected, self.path, self.found = what, expected, path, found
+
+
+class BaseFolderUnknown(UnknownBase):
+    """The runtime needs the base's folder, and `mint base add` recorded none."""
+
+    def __init__(self, name: str):
+        super().__init__(name, f"base {name} has no known folder")
 
 
 class InvalidConfig(MintError, ValueError):
@@ -112,17 +158,15 @@ class InvalidConfig(MintError, ValueError):
 
 
 class DestinationNotEmpty(MintError, FileExistsError):
-    pass
+    def __init__(self, path: str):
+        super().__init__(f"{path} exists and is not an empty folder")
+        self.path = path
 
 
 class UnsafePath(MintError, ValueError):
-    pass
-
-
-# --- integrity ---------------------------------------------------------------
-# The store sits below mint and cannot import this module, so its two errors live
-# there; they are re-exported here so that callers have one place to look.
-from mint.store import BlobCorrupt, BlobMissing, StoreError  # noqa: E402,F401  (re-exported)
+    def __init__(self, path: str):
+        super().__init__(f"unsafe file path {path!r}: paths must stay inside the folder")
+        self.path = path
 
 
 # --- the hub -------------------------------------------------------------------
@@ -133,40 +177,65 @@ class HubError(MintError):
 
 
 class InvalidHubUri(HubError, ValueError):
-    hint = "write hf://ORG/REPO or hf://ORG/REPO@REVISION"
-
-
-class HubUnreachable(HubError, ConnectionError):
-    hint = "check HF_ENDPOINT and the network; with HF_HUB_OFFLINE=1 mint pulls revisions already in the HF cache"
-
-
-class NeedsNetwork(HubError, ConnectionError):
-    hint = "unset HF_HUB_OFFLINE to download it"
-
-
-class HubRepoNotFound(HubError, LookupError):
-    hint = "check the name; a private repo needs HF_TOKEN"
-
-
-class HubRevisionNotFound(HubError, LookupError):
     pass
 
 
+class HubUnreachable(HubError, ConnectionError):
+    pass
+
+
+class NeedsNetwork(HubError, ConnectionError):
+    pass
+
+
+class HubRepoNotFound(HubError, LookupError):
+    pass
+
+
+class HubRevisionNotFound(HubError, LookupError):
+    def __init__(self, message: str, known: list[str] | None = None):
+        super().__init__(message)
+        self.known = known  # the repo's branches and tags, when they could be listed
+
+
 class HubGated(HubError, PermissionError):
-    hint = "accept the repo's conditions on the hub, then set HF_TOKEN to a token of that account"
+    pass
 
 
-# --- gates (the promotion issue) ---------------------------------------------
+class NotAHubAdapter(NotAnAdapter):
+    """A hub repo (or a set's folder in it) holds neither a PEFT adapter nor a mol.toml."""
+
+
+class PullLineConflict(HubError):
+    """The line a pull would commit on cannot take it (wrong kind, taken tag, invalid name)."""
+
+    def __init__(self, line: str, why: str):
+        super().__init__(f"cannot pull onto line {line}: {why}")
+        self.line, self.why = line, why
+
+
+# --- contracts and gates -------------------------------------------------------
 
 
 class GateRefused(MintError):
     """The promotion gate said no. Carries the report for the CLI to render."""
 
-    exit_code = 3
-
-    def __init__(self, message: str, report: object):
-        super().__init__(message)
+    def __init__(self, report):
+        super().__init__(f"gate refused {report.commit_id[:12]} for {report.line}@{report.channel}")
         self.report = report
+
+
+class ForceNeedsReason(MintError, ValueError):
+    def __init__(self, channel: str):
+        super().__init__(f"forcing {channel} past its gate needs a reason, which history records")
+        self.channel = channel
+
+
+class NothingToRollBack(MintError, LookupError):
+    def __init__(self, ref: str, holders: int):
+        what = "one holder" if holders <= 1 else f"{holders} holders, and this is the oldest"
+        super().__init__(f"nothing to roll back to: {ref} has had {what}")
+        self.ref, self.holders = ref, holders
 
 
 class EvaluationFailed(MintError):

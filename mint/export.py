@@ -8,10 +8,15 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from mint import api
-from mint.errors import InvalidConfig
+from mint.commits import rows
+from mint.commits.files import write_files
+from mint.commits.operations import checkout_items
+from mint.errors import DestinationNotEmpty, InvalidConfig
+from mint.ids import Kind
+from mint.refs import resolve
 from mint.repo import Repo
-from mint.sets import PREFILL
+from mint.sets.layout import member_folder
+from mint.sets.mol import PREFILL
 
 FORMATS = ("peft", "vllm")
 
@@ -34,25 +39,28 @@ def export(repo: Repo, rev: str, fmt: str, dest: str | os.PathLike) -> ExportRes
     if fmt not in FORMATS:
         raise InvalidConfig(f"unknown export format {fmt!r} (use {' or '.join(FORMATS)})")
     dest = Path(dest)
-    detail = api.show(repo, rev)
-    out = api.checkout(repo, detail.id, dest)
-    if detail.kind == "set":
-        cfg = detail.config
-        adapters = {label: str((dest / label).resolve()) for label in cfg["experts"]}
-        adapters["router"] = str((dest / "router").resolve())
-        adapters["summary"] = str((dest / "summary").resolve())
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise DestinationNotEmpty(str(dest))
+    with repo.db.read() as conn:
+        detail = rows.detail(conn, resolve(conn, rev).id)
+        items = checkout_items(conn, detail.id)
+        members = detail.members or []
+        ranks = [rows.commit_row(conn, m.commit_id).peft["r"] for m in members]
+    write_files(repo.store, items, dest)
+    if detail.kind == Kind.SET:
+        adapters = {member_folder(m): str((dest / member_folder(m)).resolve()) for m in members}
     else:
         adapters = {detail.line: str(dest.resolve())}
-    extra = _vllm(repo, detail, dest, adapters) if fmt == "vllm" else []
-    return ExportResult(out.id, fmt, str(dest), adapters, extra)
+        ranks = [detail.peft["r"]]
+    extra = _vllm(detail, dest, adapters, ranks) if fmt == "vllm" else []
+    return ExportResult(detail.id, fmt, str(dest), adapters, extra)
 
 
-def _vllm(repo: Repo, detail, dest: Path, adapters: dict[str, str]) -> list[str]:
+def _vllm(detail, dest: Path, adapters: dict[str, str], ranks: list[int]) -> list[str]:
     base = detail.base or ""
-    ranks = [api.show(repo, m.commit_id).peft["r"] for m in detail.members] or [detail.peft["r"]]
     modules = [{"name": name, "path": path, "base_model_name": base} for name, path in adapters.items()]
     files = {"lora-modules.json": json.dumps(modules, indent=2) + "\n"}
-    if detail.kind == "set":
+    if detail.kind == Kind.SET:
         cfg = detail.config
         files["router.json"] = json.dumps({
             "set": detail.line, "commit": detail.id, "protocol": cfg["protocol"], "router": "router",

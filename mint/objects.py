@@ -1,37 +1,10 @@
-"""mint's objects as frozen dataclasses, ids, and the canonical JSON they are hashed by."""
+"""What the API returns: frozen dataclasses. The CLI renders them; `--json` prints every field."""
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import json
 from dataclasses import dataclass, field
-from typing import Any, NewType
 
-CommitId = NewType("CommitId", str)
-ContractId = NewType("ContractId", str)
-
-
-def canonical_json(obj: Any) -> bytes:
-    """Sorted keys, no whitespace, UTF-8: the bytes an object's id is the sha256 of."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def object_id(obj: Any) -> str:
-    return hashlib.sha256(canonical_json(obj)).hexdigest()
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def as_utc(value: dt.datetime) -> dt.datetime:
-    """SQLite hands datetimes back without a zone; they were written as UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-
-
-def iso(value: dt.datetime | None) -> str | None:
-    return as_utc(value).isoformat() if value else None
+from mint.ids import Action, CommitId, ContractId, EvalSource, Kind, RefKind, Role
 
 
 @dataclass(frozen=True)
@@ -65,7 +38,7 @@ class CommitInfo:
     """What `log` shows of a commit."""
 
     id: CommitId
-    kind: str
+    kind: Kind
     line: str
     parents: list[str]
     message: str
@@ -78,7 +51,7 @@ class CommitInfo:
 class Member:
     """One adapter of a set: its role, label and the exact commit pinned."""
 
-    role: str  # router | expert | summary
+    role: Role
     label: str
     commit_id: CommitId
     requested: str  # the ref as written in mol.toml
@@ -89,7 +62,7 @@ class CommitDetail:
     """What `show` shows: everything recorded for one commit."""
 
     id: CommitId
-    kind: str
+    kind: Kind
     line: str
     parents: list[str]
     message: str
@@ -119,7 +92,7 @@ class CommitResult:
 @dataclass(frozen=True)
 class LineInfo:
     name: str
-    kind: str
+    kind: Kind
     head: str | None
     commits: int
 
@@ -128,7 +101,7 @@ class LineInfo:
 class RefInfo:
     line: str
     name: str
-    kind: str  # tag | channel
+    kind: RefKind
     target: CommitId
     message: str | None
     updated_at: str
@@ -141,15 +114,25 @@ class TensorChange:
 
 
 @dataclass(frozen=True)
-class Diff:
-    a: CommitId
-    b: CommitId
-    config: dict[str, list]
+class TensorDiff:
     added: list[str]
     removed: list[str]
     changed: list[TensorChange]
+
+
+@dataclass(frozen=True)
+class Diff:
+    a: CommitId
+    b: CommitId
+    config: dict[str, list]  # key -> [value in a, value in b]
+    tensors: TensorDiff
     files: dict[str, list]  # path -> [sha_a, sha_b] for files that differ
-    members: dict[str, list] = field(default_factory=dict)  # sets: label -> [id_a, id_b]
+    members: dict[str, list] = field(default_factory=dict)  # sets: role:label -> [id_a, id_b]
+
+    @property
+    def empty(self) -> bool:
+        t = self.tensors
+        return not (self.config or self.files or self.members or t.added or t.removed or t.changed)
 
 
 @dataclass(frozen=True)
@@ -187,6 +170,7 @@ class AdapterFiles:
     commit_id: CommitId
     config: dict  # adapter_config.json, parsed
     weights: str  # local path of the adapter_model.safetensors blob (read-only, in the store)
+    blobs: list[str] = field(default_factory=list)  # every file's blob id, for verification
 
 
 @dataclass(frozen=True)
@@ -205,6 +189,7 @@ class SetSpec:
     summary: AdapterFiles
     route_prompt: str
     summary_prompt: str
+    blobs: list[str] = field(default_factory=list)  # every blob the set uses, members' included
 
 
 @dataclass(frozen=True)
@@ -246,7 +231,7 @@ class Evaluation:
     contract: str
     version: int
     metrics: dict
-    source: str  # evaluator | manual
+    source: EvalSource
     evaluator: dict | None
     data_hash: str | None
     by: str
@@ -275,7 +260,7 @@ class Move:
 
     id: int
     at: str
-    action: str  # promote | force | rollback
+    action: Action
     line: str
     channel: str
     from_: str | None
@@ -298,6 +283,6 @@ class Approval:
 @dataclass(frozen=True)
 class LineStatus:
     name: str
-    kind: str
+    kind: Kind
     head: str | None
     channels: dict[str, str]

@@ -1,28 +1,31 @@
-"""A repository: an object store plus a metadata database, found like git finds `.git`."""
+"""A repository: an object store plus a metadata database, found like git finds `.git`.
+
+`.mint/config.json` keeps the database URL without its password. A password given at
+`init` goes to `.mint/db-password`, readable by its owner alone; PostgreSQL's own
+PGPASSWORD and ~/.pgpass work as well.
+"""
 
 from __future__ import annotations
 
-import functools
-import getpass
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from mint.db import Database, sqlite_url
 from mint.errors import InvalidConfig, RepoExists, RepoNotFound
-from mint.store import LocalObjectStore
+from mint.store import LocalObjectStore, ObjectStore
 
 DIRNAME = ".mint"
 CONFIG = "config.json"
+PASSWORD = "db-password"
 
 
 @dataclass
 class Repo:
     root: Path  # the folder that holds .mint/
     db: Database
-    store: LocalObjectStore
+    store: ObjectStore
 
     @property
     def mint_dir(self) -> Path:
@@ -37,28 +40,41 @@ def init(path: str | os.PathLike = ".", db_url: str | None = None) -> tuple[Repo
     root = Path(path).resolve()
     mint_dir = root / DIRNAME
     created = not (mint_dir / CONFIG).exists()
+    public_url, password = split_password(db_url) if db_url else (None, None)
     if not created:
-        existing = _read_config(mint_dir)
-        if db_url and existing.get("db") and existing["db"] != db_url:
+        existing = _read_config(mint_dir).get("db")
+        if public_url and existing and split_password(existing)[0] != public_url:
             raise RepoExists(f"{mint_dir} already exists with another database")
+    db = Database(db_url or sqlite_url(mint_dir / "mint.db"))
+    if created and db_url:
+        db.check_reachable()  # before anything is written: a wrong URL leaves no .mint/
     (mint_dir / "objects").mkdir(parents=True, exist_ok=True)
-    url = db_url or sqlite_url(mint_dir / "mint.db")
-    db = Database(url)
     db.upgrade()
     if created:
-        _write_config(mint_dir, {"format": 1, "db": db_url})
+        if password is not None:
+            _write_private(mint_dir / PASSWORD, password)
+        _write_config(mint_dir, {"format": 1, "db": public_url})
     return Repo(root, db, LocalObjectStore(mint_dir / "objects")), created
 
 
 def open_repo(path: str | os.PathLike | None = None, *, check_schema: bool = True) -> Repo:
     """Open the repository at `path`, or found by walking up from the current folder."""
     root = find_root(path)
-    config = _read_config(root / DIRNAME)
-    url = config.get("db") or sqlite_url(root / DIRNAME / "mint.db")
-    db = Database(url)
+    mint_dir = root / DIRNAME
+    url = _read_config(mint_dir).get("db")
+    db = Database(_with_password(url, mint_dir) if url else sqlite_url(mint_dir / "mint.db"))
     if check_schema:
         db.check_schema()
-    return Repo(root, db, LocalObjectStore(root / DIRNAME / "objects"))
+    return Repo(root, db, LocalObjectStore(mint_dir / "objects"))
+
+
+def db_upgrade(path: str | os.PathLike | None = None) -> tuple[str | None, str]:
+    """Migrate the repository's database to head. Returns (from, to)."""
+    repo = open_repo(path, check_schema=False)
+    try:
+        return repo.db.upgrade()
+    finally:
+        repo.close()
 
 
 def find_root(path: str | os.PathLike | None = None) -> Path:
@@ -72,6 +88,29 @@ def find_root(path: str | os.PathLike | None = None) -> Path:
         if (folder / DIRNAME / CONFIG).exists():
             return folder
     raise RepoNotFound(f"not inside a mint repository (searched up from {start})")
+
+
+def split_password(url: str) -> tuple[str, str | None]:
+    """(the URL without its password, the password or None)."""
+    import sqlalchemy as sa
+
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        raise InvalidConfig(f"not a database URL: {url!r}") from None
+    password = parsed.password
+    public = parsed.set(password=None).render_as_string(hide_password=False)
+    return public, (str(password) if password is not None else None)
+
+
+def _with_password(url: str, mint_dir: Path) -> str:
+    secret = mint_dir / PASSWORD
+    if not secret.exists():
+        return url
+    import sqlalchemy as sa
+
+    password = secret.read_text(encoding="utf-8").rstrip("\n")
+    return sa.engine.make_url(url).set(password=password).render_as_string(hide_password=False)
 
 
 def _read_config(mint_dir: Path) -> dict:
@@ -89,23 +128,9 @@ def _write_config(mint_dir: Path, config: dict) -> None:
     os.replace(tmp, mint_dir / CONFIG)
 
 
-def current_user() -> str:
-    """MINT_USER, else git's user.name, else the login name."""
-    return os.environ.get("MINT_USER") or _fallback_user()
-
-
-@functools.lru_cache(maxsize=1)
-def _fallback_user() -> str:
-    # Asked once per process: `git config` is a subprocess, a few ms on every promote.
-    try:
-        out = subprocess.run(
-            ["git", "config", "user.name"], capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-        if out:
-            return out
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no login name in some containers
-        return "unknown"
+def _write_private(path: Path, text: str) -> None:
+    """Write a secret readable by its owner alone (created 0600, never wider)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text + "\n")

@@ -11,7 +11,7 @@ Modules, from the bottom up:
 - `swap`: `Runtime`, the serving slot with stage/swap, leases per request and channel following.
 - `server`: the OpenAI-compatible HTTP server (`create_app`, `serve`, `ServerThread`).
 - `metrics`: counters and histograms rendered as Prometheus text.
-- `train`: synthetic data and CPU training of tiny routers and specialists (demo, tests, bench).
+
 
 Importing this package imports none of torch, transformers or starlette; the modules do.
 """

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mint.bases import fingerprint_path
-from mint.errors import BaseMismatch
+from mint.errors import BaseFolderMismatch
 from mint.objects import AdapterFiles
 from mint.runtime.errors import AdapterLoadError
 
@@ -142,11 +142,7 @@ class SharedBase:
     def check_fingerprint(self, expected: str, what: str = "the set") -> None:
         """Raise BaseMismatch unless this base is the one `what` was committed against."""
         if expected != self.fingerprint:
-            raise BaseMismatch(
-                f"{what} was built for base {expected[:12]}, but {self.path} "
-                f"has fingerprint {self.fingerprint[:12]}",
-                hint="pass the base the set was committed against (--base DIR)",
-            )
+            raise BaseFolderMismatch(what, expected, str(self.path), self.fingerprint)
 
     # --- level 1: read and check, change nothing -------------------------------------
 

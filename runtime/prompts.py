@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mint.sets import PREFILL  # the protocol's prefill, shared with the vLLM export
+from mint.sets.mol import PREFILL  # the protocol's prefill, shared with the vLLM export
 
 ANSWER_CUE = "assistant:"
 SUMMARY_CUE = "summary:"

@@ -10,8 +10,9 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from mint import api, contracts, sets
-from mint.errors import InvalidConfig, UnknownBase
+from mint import api
+from mint.errors import BaseFolderUnknown, InvalidConfig
+from mint.ids import EvalSource
 from mint.objects import Evaluation, SetSpec
 from mint.repo import Repo
 from mint.runtime.engine import open_engine
@@ -21,12 +22,12 @@ from mint.runtime.swap import Runtime
 
 
 def store_verifier(repo: Repo):
-    """`verify(spec)`: re-hash every member's files in the store (BlobCorrupt/BlobMissing)."""
+    """`verify(spec)`: re-hash every blob the set uses, prompts and members' files alike
+    (BlobCorrupt/BlobMissing)."""
 
     def verify(spec: SetSpec) -> None:
-        for member in {spec.router.commit_id, spec.summary.commit_id, *(e.commit_id for e in spec.experts.values())}:
-            for entry in api.show(repo, member).files.values():
-                repo.store.verify(entry.sha256)
+        for blob in spec.blobs:
+            repo.store.verify(blob)
 
     return verify
 
@@ -37,19 +38,19 @@ def base_dir_for(repo: Repo, spec: SetSpec, base_dir: str | None) -> str:
         return base_dir
     source = next((b.source for b in api.base_ls(repo) if b.name == spec.base), None)
     if not source:
-        raise UnknownBase(f"base {spec.base} has no known folder", hint="pass --base DIR")
+        raise BaseFolderUnknown(spec.base)
     path = Path(source)
     return str(path.parent if path.name == "config.json" else path)
 
 
 def open_runtime(repo: Repo, rev: str, base_dir: str | None = None, *, poll_interval: float = 0.5) -> Runtime:
     """Load REV's set onto the base and keep following REV (a channel, tag or line)."""
-    spec = sets.set_spec(repo, rev)
+    spec = api.set_spec(repo, rev)
     runtime = Runtime(
         SharedBase.load(base_dir_for(repo, spec, base_dir)),
         verify=store_verifier(repo),
         resolve=lambda: api.resolve(repo, rev),
-        load_spec=lambda commit: sets.set_spec(repo, commit),
+        load_spec=lambda commit: api.set_spec(repo, commit),
         poll_interval=poll_interval,
     )
     runtime.stage(spec)
@@ -68,10 +69,11 @@ class RouteEvalResult:
 
 
 def route_eval(
-    repo: Repo, rev: str, data: str, *, base_dir: str | None = None, contract: str | None = None
+    repo: Repo, rev: str, data: str, *, base_dir: str | None = None, contract: str | None = None,
+    by: str,
 ) -> RouteEvalResult:
     """Routing accuracy of REV's router on labelled requests; recorded under CONTRACT if given."""
-    spec = sets.set_spec(repo, rev)
+    spec = api.set_spec(repo, rev)
     records = list(read_records(data))
     if not records:
         raise InvalidConfig(f"{data} holds no labelled requests")
@@ -83,8 +85,9 @@ def route_eval(
     evaluation = None
     if contract:
         digest = hashlib.sha256(Path(data).read_bytes()).hexdigest()
-        evaluation = contracts.record(
-            repo, spec.id, contract, {"route_accuracy": result.accuracy}, source="route-eval",
-            evaluator={"command": ["mint", "route-eval"], "records": result.n}, data_hash=digest,
+        evaluation = api.record_evaluation(
+            repo, spec.id, contract, {"route_accuracy": result.accuracy},
+            source=EvalSource.ROUTE_EVAL, evaluator={"command": ["mint", "route-eval"], "records": result.n},
+            data_hash=digest, by=by,
         )  # fmt: skip
     return RouteEvalResult(spec.id, result.accuracy, result.n, result.fallbacks, result.confusion, evaluation)

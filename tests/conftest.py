@@ -7,13 +7,10 @@ fail, and `.ci/run` fails with them.
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pytest
 import sqlalchemy as sa
 
-from mint import repo as repo_mod
+from mint import api
 from pgdb import pg_database
 
 
@@ -29,7 +26,7 @@ def db_url(request, tmp_path):
 
 @pytest.fixture
 def repo(db_url, tmp_path):
-    r, _ = repo_mod.init(tmp_path / "repo", db_url)
+    r, _ = api.init(tmp_path / "repo", db_url)
     yield r
     r.close()
 
@@ -40,7 +37,7 @@ def repo(db_url, tmp_path):
 @pytest.fixture(scope="session")
 def models(tmp_path_factory):
     """A tiny base and three adapters for it (two on one shape, one with r=8)."""
-    from mint import tiny
+    from mint.examples import tiny
 
     root = tmp_path_factory.mktemp("models")
     base_dir = tiny.build_base(root / "tiny-llama")
@@ -90,14 +87,10 @@ class Result:
 @pytest.fixture
 def mint(repo):
     """Run `mint --repo REPO ARGS...` through the real entry point; returns a Result."""
-    from mint.cli import cli
-    from mint.cli._errors import run
+    from mint.cli import run_in_process
 
     def _run(*args: str) -> Result:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = run(cli, ["--repo", str(repo.root), *map(str, args)])
-        return Result(code, out.getvalue(), err.getvalue())
+        return Result(*run_in_process(["--repo", str(repo.root), *map(str, args)]))
 
     return _run
 

@@ -155,15 +155,9 @@ def test_hostile_path_in_stored_commit_is_not_written(based, repo, tmp_path):
 
 
 def test_no_repository(tmp_path, monkeypatch):
-    import contextlib
-    import io
-
-    from mint.cli import cli
-    from mint.cli._errors import run
+    from mint.cli import run_in_process
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MINT_REPO", raising=False)
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = run(cli, ["log"])
-    assert code == 1 and "mint init" in err.getvalue() and len(err.getvalue().splitlines()) == 1
+    code, _, err = run_in_process(["log"])
+    assert code == 1 and "mint init" in err and len(err.splitlines()) == 1

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from mint import api, maintenance
+from mint import api
 
 WORKERS = 8
 # Each worker imports mint, then sleeps until the shared start time, so that all of them
@@ -55,4 +55,4 @@ def test_eight_committers_on_one_line(repo, mint, models, tmp_path):
     assert set(won) <= set(history)
     assert history[-1] == first and len(history) == len(won) + 1
     assert api.ls(repo)[0].commits == len(won) + 1
-    assert maintenance.fsck(repo).ok
+    assert api.fsck(repo).ok

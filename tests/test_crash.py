@@ -9,7 +9,7 @@ import time
 import numpy as np
 from safetensors.numpy import save_file
 
-from mint import api, maintenance
+from mint import api
 
 LAYERS, HIDDEN, R = 32, 1024, 64
 
@@ -55,7 +55,7 @@ def test_kill_during_commit_never_corrupts(repo, mint, tmp_path):
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        report = maintenance.fsck(repo)
+        report = api.fsck(repo)
         assert report.ok, report.problems
         new_head = api.resolve(repo, "big")
         if new_head != head:  # the commit completed before the kill: it must be whole
@@ -69,6 +69,6 @@ def test_kill_during_commit_never_corrupts(repo, mint, tmp_path):
             outcomes.append("unchanged")
     assert len(api.log(repo, "big")) == 1 + outcomes.count("complete")
     # Whatever the kills left behind is unreferenced, and gc clears it.
-    maintenance.gc(repo, grace_seconds=0)
-    assert maintenance.fsck(repo).dangling == []
+    api.gc(repo, grace_seconds=0)
+    assert api.fsck(repo).dangling == []
     assert "unchanged" in outcomes, outcomes

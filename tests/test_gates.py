@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import one_line_error, snapshot
-from mint import api, gates
+from mint import api
 from test_concurrency import run_at_once
 
 STAGING = """
@@ -87,7 +87,7 @@ def test_regression_requires_and_approvals(chat, repo, monkeypatch):
         metric(mint, cid, "staging", route_accuracy=0.99)
         assert mint("promote", cid, "--to", "staging").code == 0
     metric(mint, ids[0], "production", route_accuracy=0.98, chatbench=0.80)
-    refused = gates.gate(repo, ids[0], "production")
+    refused = api.gate(repo, ids[0], "production")
     assert [c.check for c in refused.checks if not c.ok] == ["approvals"]
     assert mint("approve", ids[0], "--channel", "production").code == 0
     assert "already" in mint("approve", ids[0], "--channel", "production").out  # counts once
@@ -106,7 +106,7 @@ def test_regression_requires_and_approvals(chat, repo, monkeypatch):
     # ids[2] never held staging
     mint("approve", ids[2], "--channel", "production")
     metric(mint, ids[2], "production", route_accuracy=0.99, chatbench=0.9)
-    failing = [c for c in gates.gate(repo, ids[2], "production").checks if not c.ok]
+    failing = [c for c in api.gate(repo, ids[2], "production").checks if not c.ok]
     assert [(c.check, c.found) for c in failing] == [("held chat@staging", "no")]
     assert api.resolve(repo, "chat@production") == ids[1]
 
@@ -128,15 +128,15 @@ def test_two_approvals_need_two_people(chat, repo, monkeypatch, tmp_path):
 def test_new_contract_version_makes_old_evaluations_insufficient(chat, repo):
     mint, ids, folder = chat
     metric(mint, ids[0], "staging", route_accuracy=0.95)
-    assert gates.gate(repo, ids[0], "staging").ok
+    assert api.gate(repo, ids[0], "staging").ok
     assert "unchanged" in mint("contract", "add", folder / "staging.toml").out
     (folder / "staging.toml").write_text(STAGING.replace("0.9", "0.92"))
     added = mint("contract", "add", folder / "staging.toml", "--json").json()
     assert added["created"] and added["contract"]["version"] == 2
-    report = gates.gate(repo, ids[0], "staging")
+    report = api.gate(repo, ids[0], "staging")
     assert not report.ok and report.checks[0].check == "evaluation under staging v2" and report.checks[0].found == "none"
     metric(mint, ids[0], "staging", route_accuracy=0.95)
-    assert gates.gate(repo, ids[0], "staging").ok
+    assert api.gate(repo, ids[0], "staging").ok
     listed = mint("contract", "ls", "--json").json()
     assert [(c["name"], c["version"]) for c in listed] == [("production", 1), ("staging", 2)]
 

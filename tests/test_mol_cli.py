@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from conftest import one_line_error
-from mint import api, gates
-from mint.demo import MOL
+from mint import api
+from mint.examples.demo import MOL
 from test_runtime_support import demo, random_router
 
 
@@ -162,7 +162,7 @@ def test_serve_follows_the_channel_under_load(mol, repo):
             t.join()
         server.stop()
     assert results and all(code == 200 for _, _, code, _ in results), [r for r in results if r[2] != 200][:3]
-    hist = gates.history(repo, "macaron@canary")
+    hist = api.history(repo, "macaron@canary")
     assert len(hist) == 21 and [m.action for m in hist[1:3]] == ["promote", "rollback"]
     import datetime as dt
 

@@ -10,7 +10,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mint.errors import BaseMismatch, InvalidConfig
-from mint.runtime import prompts, train
+from mint.runtime import prompts
+from mint.examples import train
 from mint.runtime.engine import load_engine
 from mint.runtime.errors import AdapterLoadError, AmbiguousLabels, EmptyConversation
 from mint.runtime.evaluate import evaluate_routes, read_records
@@ -74,7 +75,7 @@ def test_engine_loads_each_distinct_commit_once(base, demo):
 def test_loaded_adapters_match_peft_from_pretrained(base, demo, engine):
     from peft import PeftModel
 
-    from mint.tiny import load_base
+    from mint.examples.tiny import load_base
 
     model, tokenizer = load_base(demo.base)
     reference = PeftModel.from_pretrained(model, demo.router)

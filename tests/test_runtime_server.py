@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from mint.runtime import train
+from mint.examples import train
 from mint.runtime.server import ServerThread
 from mint.runtime.swap import Runtime
 

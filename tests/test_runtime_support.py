@@ -15,7 +15,8 @@ from pathlib import Path
 
 from mint.bases import fingerprint_path
 from mint.errors import BlobCorrupt
-from mint.objects import AdapterFiles, SetSpec, object_id
+from mint.ids import object_id
+from mint.objects import AdapterFiles, SetSpec
 
 _CACHE: dict[str, object] = {}
 
@@ -25,8 +26,8 @@ def demo(tmp_path_factory):
     if "demo" not in _CACHE:
         import torch
 
-        from mint.runtime import train
-        from mint.tiny import build_adapter
+        from mint.examples import train
+        from mint.examples.tiny import build_adapter
 
         torch.set_num_threads(1)  # far faster than two threads on a busy two-core machine
         root = tmp_path_factory.mktemp("mol")

@@ -7,7 +7,7 @@ import tomllib
 import pytest
 
 from conftest import one_line_error, snapshot
-from mint import api, sets
+from mint import api
 
 MOL = """
 name = "macaron"
@@ -50,13 +50,13 @@ def test_set_pins_exact_commits(setdir, repo, models):
     sid = r.json()["id"]
     shown = mint("show", "macaron", "--json").json()
     assert shown["kind"] == "set" and shown["id"] == sid
-    members = {(m["role"], m["label"]): m["id"] for m in shown["members"]}
+    members = {(m["role"], m["label"]): m["commit_id"] for m in shown["members"]}
     assert members == {("router", "router"): ids["router"], ("expert", "chat"): ids["chat"],
                        ("expert", "coding"): ids["coding"], ("summary", "summary"): ids["chat"]}  # fmt: skip
     # Moving the member's channel later does not change the committed set.
     newer = mint("commit", "chat", models["a1"], "-m", "newer", "--json").json()["id"]
     mint("promote", newer, "--to", "production")
-    spec = sets.set_spec(repo, "macaron")
+    spec = api.set_spec(repo, "macaron")
     assert spec.experts["chat"].commit_id == ids["chat"] and spec.labels == ["chat", "coding"]
     assert spec.route_prompt == "Route the request to one expert.\n" and spec.default == "chat"
     assert spec.router.config["peft_type"] == "LORA"

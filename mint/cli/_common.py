@@ -1,13 +1,13 @@
-"""Options shared by every command, defined once."""
+"""What every command shares, defined once: the repository, `--json`, who is acting."""
 
 from __future__ import annotations
 
 import functools
+import getpass
 import os
+import subprocess
 
 import click
-
-from mint.repo import Repo, open_repo
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 
@@ -17,11 +17,17 @@ class Context:
 
     def __init__(self, repo_path: str | None):
         self.repo_path = repo_path
-        self._repo: Repo | None = None
+        self._repo = None
 
-    def repo(self) -> Repo:
+    @property
+    def path(self) -> str | None:
+        return self.repo_path or os.environ.get("MINT_REPO") or None
+
+    def repo(self):
         if self._repo is None:
-            self._repo = open_repo(self.repo_path or os.environ.get("MINT_REPO") or None)
+            from mint import api
+
+            self._repo = api.open_repo(self.path)
         return self._repo
 
     def close(self) -> None:
@@ -41,6 +47,7 @@ def with_repo(fn):
 
 
 def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
+    """KEY=VALUE options as a dict; a pair without '=' is a usage error."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -48,3 +55,25 @@ def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
             raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=what)
         out[key] = value
     return out
+
+
+def current_user() -> str:
+    """Who is acting: MINT_USER, else git's user.name, else the login name."""
+    return os.environ.get("MINT_USER") or _fallback_user()
+
+
+@functools.lru_cache(maxsize=1)
+def _fallback_user() -> str:
+    # Asked once per process: `git config` is a subprocess, a few ms on every promote.
+    try:
+        out = subprocess.run(
+            ["git", "config", "user.name"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        if out:
+            return out
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no login name in some containers
+        return "unknown"

@@ -1,19 +1,104 @@
-"""One table from errors to messages and exit codes. MINT_DEBUG=1 shows tracebacks."""
+"""One table from errors to what the user reads: a line, a hint and an exit code.
+
+The library's errors carry data and a plain message; the words about flags and commands are
+the CLI's, and live here (after huggingface_hub's `CLI_ERROR_MAPPINGS`). An error class not
+in the table takes the hint and exit code of its nearest listed base. MINT_DEBUG=1 shows
+tracebacks.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import click
 
-from mint.errors import MintError, StoreError
+from mint import errors as e
+from mint.runtime import errors as rt
+
+EXIT_ERROR, EXIT_USAGE, EXIT_GATE, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+Hint = str | Callable[[Exception], str | None] | None
+
+CLI_ERROR_MAPPINGS: dict[type[Exception], tuple[Hint, int]] = {
+    e.StoreError: ("run `mint fsck`", EXIT_ERROR),
+    e.BlobChanged: ("wait until whatever writes the folder is done, then commit again", EXIT_ERROR),
+    e.RepoNotFound: ("run `mint init` first, or pass --repo DIR", EXIT_ERROR),
+    e.SchemaOutdated: ("run `mint db upgrade`", EXIT_ERROR),
+    e.DatabaseUnavailable: (
+        lambda x: "create it first (for PostgreSQL: createdb NAME)" if x.missing_database else None,
+        EXIT_ERROR,
+    ),
+    e.AmbiguousRevision: ("give more hex digits", EXIT_ERROR),
+    e.RevisionNotFound: (
+        lambda x: "a commit prefix needs 7 or more hex digits" if _short_hex(x.rev) else None,
+        EXIT_ERROR,
+    ),
+    e.RefConflict: ("another writer got there first; run the command again", EXIT_ERROR),
+    e.TagExists: ("pass --force to move it", EXIT_ERROR),
+    e.NotAnAdapter: ("is this the folder PEFT's save_pretrained wrote?", EXIT_ERROR),
+    e.PickleRefused: (
+        "convert it where you trust it: load it and call "
+        "`model.save_pretrained(dir, safe_serialization=True)` to write safetensors",
+        EXIT_ERROR,
+    ),
+    e.UnknownBase: ("register it with `mint base add NAME PATH`, or pass --base NAME", EXIT_ERROR),
+    e.BaseFolderUnknown: ("pass --base-dir DIR", EXIT_ERROR),
+    e.BaseFolderMismatch: (
+        "pass the base the set was committed against (--base-dir DIR)",
+        EXIT_ERROR,
+    ),
+    e.NotAHubAdapter: ("mint pulls PEFT adapter repos and adapter sets (mol.toml)", EXIT_ERROR),
+    e.PullLineConflict: ("pull onto another line with --as LINE", EXIT_ERROR),
+    e.InvalidHubUri: ("write hf://ORG/REPO or hf://ORG/REPO@REVISION", EXIT_ERROR),
+    e.HubUnreachable: (
+        "check HF_ENDPOINT and the network; with HF_HUB_OFFLINE=1 mint pulls revisions "
+        "already in the HF cache",
+        EXIT_ERROR,
+    ),
+    e.NeedsNetwork: ("unset HF_HUB_OFFLINE to download it", EXIT_ERROR),
+    e.HubRepoNotFound: ("check the name; a private repo needs HF_TOKEN", EXIT_ERROR),
+    e.HubRevisionNotFound: (lambda x: _known_refs(x.known), EXIT_ERROR),
+    e.HubGated: (
+        "accept the repo's conditions on the hub, then set HF_TOKEN to a token of that account",
+        EXIT_ERROR,
+    ),
+    e.GateRefused: (None, EXIT_GATE),
+    e.ForceNeedsReason: ("pass --reason TEXT with --force", EXIT_USAGE),
+    rt.AmbiguousLabels: (
+        "rename one label so that the base's tokenizer can tell them apart",
+        EXIT_ERROR,
+    ),
+    e.MintError: (None, EXIT_ERROR),
+}
+
+
+def _short_hex(rev: object) -> bool:
+    text = str(rev)
+    return 0 < len(text) < 7 and all(c in "0123456789abcdef" for c in text)
+
+
+def _known_refs(known: list[str] | None) -> str:
+    if not known:
+        return "give a branch, a tag or a full commit sha"
+    return "it has " + ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+
+
+def describe(exc: Exception) -> tuple[str, str | None, int]:
+    """(message, hint, exit code) for an expected error."""
+    for klass in type(exc).__mro__:
+        if klass in CLI_ERROR_MAPPINGS:
+            hint, code = CLI_ERROR_MAPPINGS[klass]
+            text = hint(exc) if callable(hint) else hint
+            return str(exc), text, code
+    return str(exc), None, EXIT_ERROR
 
 
 def _line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _say(message: str, hint: str | None = None) -> None:
+def say(message: str, hint: str | None = None) -> None:
     text = f"mint: error: {_line(message)}"
     if hint:
         text += f" (hint: {_line(hint)})"
@@ -21,6 +106,7 @@ def _say(message: str, hint: str | None = None) -> None:
 
 
 def run(cli: click.Group, argv: list[str] | None) -> int:
+    """Run the command; every expected error becomes one line on stderr and an exit code."""
     debug = os.environ.get("MINT_DEBUG") == "1"
     try:
         # Without standalone mode, click returns an Exit's code instead of raising it.
@@ -32,21 +118,19 @@ def run(cli: click.Group, argv: list[str] | None) -> int:
         hint = None
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f"see '{exc.ctx.command_path} --help'"
-        _say(exc.format_message(), hint)
+        say(exc.format_message(), hint)
         return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("mint: aborted", err=True)
-        return 130
-    except (MintError, StoreError) as exc:
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("mint: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except (e.MintError, e.StoreError) as exc:
         if debug:
             raise
-        _say(str(exc), getattr(exc, "hint", None))
-        return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("mint: interrupted", err=True)
-        return 130
+        message, hint, code = describe(exc)
+        say(message, hint)
+        return code
     except BrokenPipeError:
-        return 1
+        return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback
         if debug:
             raise
@@ -57,10 +141,11 @@ def _unexpected(exc: Exception) -> int:
     import sqlalchemy as sa
 
     if isinstance(exc, sa.exc.OperationalError):
-        _say(f"database error: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}")
-        return 1
+        first = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        say(f"database error: {first}")
+        return EXIT_ERROR
     if isinstance(exc, OSError):
-        _say(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
-        return 1
-    _say(f"internal error: {type(exc).__name__}: {exc}", "set MINT_DEBUG=1 to see the traceback")
-    return 1
+        say(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
+        return EXIT_ERROR
+    say(f"internal error: {type(exc).__name__}: {exc}", "set MINT_DEBUG=1 to see the traceback")
+    return EXIT_ERROR

@@ -1,26 +1,51 @@
-"""Rendering: human text or one JSON document. Only the CLI prints."""
+"""Rendering: human text or one JSON document. Only the CLI prints.
+
+`--json` prints the API's result through `to_jsonable`: every dataclass field and public
+property, under its own name (a trailing underscore dropped: `from_` is "from").
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
+import os
+import re
 import sys
 
 import click
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
 
 def to_jsonable(obj):
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out = {f.name.rstrip("_"): to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        for name in _properties(type(obj)):
+            out[name] = to_jsonable(getattr(obj, name))
+        return out
+    if isinstance(obj, enum.Enum):
+        return obj.value
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, set, frozenset)):
         return [to_jsonable(v) for v in obj]
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
     return obj
 
 
+def _properties(cls: type) -> list[str]:
+    return [
+        name
+        for klass in reversed(cls.__mro__)
+        for name, value in vars(klass).items()
+        if isinstance(value, property) and not name.startswith("_")
+    ]
+
+
 def emit_json(obj) -> None:
-    click.echo(json.dumps(to_jsonable(obj), indent=2, sort_keys=False, ensure_ascii=False))
+    click.echo(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False))
 
 
 def echo(text: str = "") -> None:
@@ -31,8 +56,14 @@ def warn(text: str) -> None:
     click.echo(text, err=True)
 
 
-def table(rows: list[list[str]], headers: list[str]) -> str:
-    cells = [headers] + [[str(c) for c in r] for r in rows]
+def safe(value) -> str:
+    """Text from the repository as one printable line: control characters (terminal
+    escapes included) shown as \\xNN."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def table(rows: list[list], headers: list[str]) -> str:
+    cells = [headers] + [[safe(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))

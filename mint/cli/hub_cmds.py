@@ -6,26 +6,36 @@ import sys
 
 import click
 
-from mint import hub
-from mint.cli._common import json_option, with_repo
-from mint.cli._output import echo, emit_json, short
+from mint import api
+from mint.cli._common import current_user, json_option, with_repo
+from mint.cli._output import echo, emit_json, safe, short
 
 
 @click.command()
 @click.argument("uri", metavar="hf://ORG/REPO[@REV]")
 @click.option("--as", "line", metavar="LINE", help="The line to commit on (default: REPO's name).")
-@click.option("--base", "base_name", metavar="NAME", help="The registered base (default: from adapter_config.json).")
+@click.option(
+    "--base", "base_name", metavar="NAME",
+    help="The registered base (default: from adapter_config.json).",
+)  # fmt: skip
 @click.option("--tag", metavar="TAG", help="Also tag the commit LINE@TAG.")
-@click.option("--all-tags", is_flag=True, help="Pull every hub tag, oldest first, each tagged with its hub name.")
+@click.option(
+    "--all-tags", is_flag=True,
+    help="Pull every hub tag, oldest first, each tagged with its hub name.",
+)  # fmt: skip
 @json_option
 @with_repo
 def pull(repo, uri, line, base_name, tag, all_tags, as_json) -> None:
     """Pull an adapter or an adapter set from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN,
-    HF_HUB_OFFLINE and the HF cache apply). REV is a branch, a tag or a commit sha (default: main)."""
+    HF_HUB_OFFLINE and the HF cache apply). REV is a branch, a tag or a commit sha
+    (default: main)."""
     if all_tags and tag:
-        raise click.UsageError("--all-tags tags each commit with its hub tag; --tag cannot be combined with it")
-    settings = hub.HubSettings.from_env(progress=sys.stderr.isatty() and not as_json)
-    r = hub.pull(repo, uri, line=line, base=base_name, tag=tag, all_tags=all_tags, settings=settings)
+        raise click.UsageError("--all-tags tags each commit with its hub tag; drop --tag")
+    settings = api.HubSettings.from_env(progress=sys.stderr.isatty() and not as_json)
+    r = api.pull(
+        repo, uri, line=line, base=base_name, tag=tag, all_tags=all_tags, settings=settings,
+        by=current_user(),
+    )  # fmt: skip
     if as_json:
         return emit_json(r)
     if not r.pulled:
@@ -36,17 +46,19 @@ def pull(repo, uri, line, base_name, tag, all_tags, as_json) -> None:
         echo(f"{r.created} new of {len(r.pulled)} revisions")
 
 
-def _render(repo_id: str, p: hub.Pulled) -> None:
-    where = f"{hub.SCHEME}{repo_id}@{p.revision} ({p.sha[:12]})"
+def _render(repo_id: str, p) -> None:
+    where = safe(f"hf://{repo_id}@{p.revision} ({p.sha[:12]})")
     if p.created:
         tags = f" tagged {', '.join(p.tags)}" if p.tags else ""
-        echo(f"pulled {where} -> {p.kind} {p.line} {short(p.id)}{tags} ({p.bytes_written:,} bytes stored)")
+        stored = f"({p.bytes_written:,} bytes stored)"
+        echo(f"pulled {where} -> {p.kind} {p.line} {short(p.id)}{tags} {stored}")
         for m in p.members:
             state = "new" if m.created else "already in the store"
-            echo(f"  {m.path}: {m.line} {short(m.id)} ({state})")
+            echo(f"  {safe(m.path)}: {m.line} {short(m.id)} ({state})")
     else:
         tags = f"; tagged it {', '.join(p.tags)}" if p.tags else ""
-        echo(f"already in the store: {where} is {p.kind} {p.line} {short(p.id)}; nothing pulled{tags}")
+        what = f"{p.kind} {p.line} {short(p.id)}"
+        echo(f"already in the store: {where} is {what}; nothing pulled{tags}")
 
 
 def register(cli: click.Group) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from mint import export as export_mod
-from mint.cli._common import json_option, with_repo
+from mint import api
+from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, is_tty, short, table, warn
 
 
@@ -55,7 +55,7 @@ def route_eval(repo, rev, data, contract_name, base_dir, as_json) -> None:
     _quiet_libraries()
     from mint.runtime.service import route_eval as run
 
-    r = run(repo, rev, data, base_dir=base_dir, contract=contract_name)
+    r = run(repo, rev, data, base_dir=base_dir, contract=contract_name, by=current_user())
     if as_json:
         return emit_json(r)
     echo(f"route accuracy of {short(r.set_id)}: {r.accuracy:.4f} on {r.n} requests ({r.fallbacks} fell back to the default)")
@@ -69,12 +69,12 @@ def route_eval(repo, rev, data, contract_name, base_dir, as_json) -> None:
 @click.command("export")
 @click.argument("rev")
 @click.argument("directory", type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(export_mod.FORMATS), default="peft", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["peft", "vllm"]), default="peft", show_default=True)
 @json_option
 @with_repo
 def export_cmd(repo, rev, directory, fmt, as_json) -> None:
     """Write REV as PEFT folders, or ready for vLLM (--format vllm)."""
-    r = export_mod.export(repo, rev, fmt, directory)
+    r = api.export(repo, rev, fmt, directory)
     if as_json:
         return emit_json(r)
     echo(f"exported {short(r.id)} as {r.format} into {r.path}: {', '.join(r.adapters)}" + (f"; {', '.join(r.files)}" if r.files else ""))

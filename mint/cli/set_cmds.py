@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from mint import sets
-from mint.cli._common import json_option, with_repo
+from mint import api
+from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short
 
 
@@ -21,10 +21,12 @@ def set_group() -> None:
 @with_repo
 def set_commit(repo, file, message, as_json) -> None:
     """Pin every adapter named in mol.toml FILE to a commit and record a set commit."""
-    r = sets.set_commit(repo, file, message)
+    r = api.set_commit(repo, file, message, author=current_user())
     if as_json:
-        return emit_json({"id": r.id, "line": r.line, "parents": r.parents, "created": r.created})
-    echo(r.id if r.created else f"nothing to commit: {file} pins the same members as {r.line} ({short(r.id)})")
+        return emit_json(r)
+    if r.created:
+        return echo(r.id)
+    echo(f"nothing to commit: {file} pins the same members as {r.line} ({short(r.id)})")
 
 
 def register(cli: click.Group) -> None:

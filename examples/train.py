@@ -168,7 +168,7 @@ def train_adapter(
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from mint.tiny import load_base, set_base_name
+    from mint.examples.tiny import load_base, set_base_name
 
     tokenizer = None
     if model is None:
@@ -251,7 +251,7 @@ def build_demo(out_dir: str | Path, *, seed: int = 0, n_train: int = 400, n_held
     The degraded router learned `coding` and `ui` swapped, so it routes about half the
     held-out requests wrongly. Runs in well under a minute on two CPU cores.
     """
-    from mint.tiny import build_base, load_base
+    from mint.examples.tiny import build_base, load_base
 
     out = Path(out_dir)
     base = build_base(out / "tiny-llama", seed=seed)

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from mint.errors import InvalidAdapter, PickleRefused, UnsafePath
-from mint.safetensors_index import SafetensorsHeader, hash_file_and_tensors, read_header
+from mint.errors import InvalidAdapter, NotAnAdapter, PickleRefused, UnsafePath
+from mint.commits.safetensors import SafetensorsHeader, hash_file_and_tensors, read_header
 from mint.store import sha256_file
 
 CONFIG = "adapter_config.json"
@@ -65,7 +65,7 @@ def safe_relpath(path: str) -> str:
         or _CONTROL.search(path)
         or any(part in ("", ".", "..") for part in path.split("/"))
     ):
-        raise UnsafePath(f"unsafe file path {path!r}: paths must stay inside the folder")
+        raise UnsafePath(path)
     return path
 
 
@@ -77,9 +77,9 @@ def scan_adapter(root: str | Path) -> ScannedAdapter:
     files = _walk(root)
     names = {f.path for f in files}
     if CONFIG not in names:
-        raise InvalidAdapter(root, f"no {CONFIG}", hint="is this the folder PEFT's save_pretrained wrote?")
+        raise NotAnAdapter(root, f"no {CONFIG}")
     if WEIGHTS not in names:
-        raise InvalidAdapter(root, f"no {WEIGHTS}")
+        raise NotAnAdapter(root, f"no {WEIGHTS}")
     config = _read_config(root / CONFIG)
     header = read_header(root / WEIGHTS)
     peft = check_tensors(root, config, header)

@@ -98,7 +98,7 @@ def main() -> int:
 def run_demo(d: Demo) -> None:
     import torch
 
-    from mint.runtime.train import build_demo
+    from mint.examples.train import build_demo
 
     say("1. Train a tiny MoL offline: a router (L0) over chat/agent/coding/ui, four specialists")
     torch.set_num_threads(1)  # on two cores, one thread trains these tiny models fastest

@@ -25,9 +25,14 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from mint import api, refs, sets
 from mint import schema as s
-from mint.adapter import CONFIG, PICKLE_SUFFIXES, WEIGHTS, check_against_base, scan_adapter
+from mint.bases import find_base
+from mint.commits.adapter import CONFIG, PICKLE_SUFFIXES, WEIGHTS, check_against_base, scan_adapter
+from mint.commits.operations import commit as commit_adapter
+from mint.refs import RefsContainer, check_name, find_line
+from mint.refs.tags import tag as tag_commit
+from mint.sets.mol import parse_mol, render_mol
+from mint.sets.operations import set_commit
 from mint.errors import (
     HubError,
     HubGated,
@@ -43,7 +48,7 @@ from mint.errors import (
     RefExists,
     WrongKind,
 )
-from mint.objects import CommitId
+from mint.ids import CommitId
 from mint.repo import Repo
 
 SCHEME = "hf://"
@@ -120,7 +125,7 @@ def mint_tag_name(hub_tag: str) -> str:
     name = re.sub(r"[^A-Za-z0-9._-]", "-", hub_tag)
     name = re.sub(r"\.{2,}", ".", name).lstrip("._-").rstrip(".")
     name = name[:-5] + "-lock" if name.endswith(".lock") else name
-    return refs.check_name("tag", name[:100] or hub_tag)
+    return check_name("tag", name[:100] or hub_tag)
 
 
 # --- results ------------------------------------------------------------------
@@ -350,7 +355,7 @@ def _plan(hub: _Hub, rev: str, sha: str) -> _Plan:
     where = f"{SCHEME}{hub.repo_id}@{rev}"
     if SET_FILE not in files:
         return _Plan(rev, sha, "adapter", {"": _adapter_files(files, "", where)})
-    mol = sets.parse_mol(hub.download(sha, rev, [SET_FILE]) / SET_FILE)
+    mol = parse_mol(hub.download(sha, rev, [SET_FILE]) / SET_FILE)
     folders = sorted({_folder(ref, files, where, label) for _, label, ref in _member_refs(mol)})
     prompts = sorted({_norm(p) for p in (mol.route_prompt, mol.summary_prompt)})
     missing = [p for p in prompts if p not in files]
@@ -407,6 +412,7 @@ def pull(
     tag: str | None = None,
     all_tags: bool = False,
     settings: HubSettings | None = None,
+    by: str,
 ) -> PullResult:
     """Pull hf://ORG/REPO[@REV] (or every tag, oldest first) into the store as commits on LINE.
 
@@ -424,20 +430,20 @@ def pull(
         raise InvalidHubUri(f"--all-tags pulls every tag of {ref.repo_id}; give no @REV and no --tag")
     line = _check_line(line or ref.repo_id.split("/")[1], explicit=line is not None)
     if tag:
-        refs.check_name("tag", tag)
+        check_name("tag", tag)
     hub = _Hub(ref.repo_id, settings)
     if all_tags:
         targets = _tag_targets(hub)
     else:
         rev = ref.revision or DEFAULT_REVISION
         targets = [(rev, hub.resolve(rev), tag)]
-    pulled = _pull_targets(repo, hub, targets, line, base)
+    pulled = _pull_targets(repo, hub, targets, line, base, by)
     return PullResult(str(ref), ref.repo_id, settings.endpoint, settings.offline, pulled)
 
 
 def _check_line(line: str, *, explicit: bool) -> str:
     try:
-        return refs.check_name("line", line)
+        return check_name("line", line)
     except InvalidName as exc:
         if not explicit:
             exc.hint = "pass --as LINE"
@@ -467,7 +473,7 @@ def _natural(name: str) -> list:
     return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
 
 
-def _pull_targets(repo: Repo, hub: _Hub, targets, line: str, base: str | None) -> list[Pulled]:
+def _pull_targets(repo: Repo, hub: _Hub, targets, line: str, base: str | None, by: str) -> list[Pulled]:
     """Check and fetch everything first; then commit and tag, in hub order."""
     plans: dict[str, _Plan] = {}
     for rev, sha, tag in targets:
@@ -488,8 +494,8 @@ def _pull_targets(repo: Repo, hub: _Hub, targets, line: str, base: str | None) -
             if held is not None:
                 item = Pulled(rev, sha, CommitId(held.id), held.line, held.kind, created=False)
             else:
-                item = _commit(repo, hub.repo_id, plans[sha], rev, line, base, Path(tmp))
-            out.append(_tagged(repo, item, tag) if tag else item)
+                item = _commit(repo, hub.repo_id, plans[sha], rev, line, base, Path(tmp), by)
+            out.append(_tagged(repo, item, tag, by) if tag else item)
     return out
 
 
@@ -514,7 +520,7 @@ def _check_tag_free(repo: Repo, line: str, tag: str | None, target: str | None) 
     if not tag:
         return
     with repo.db.read() as conn:
-        row = refs.get_ref(conn, line, tag)
+        row = RefsContainer(conn).get(line, tag)
     if row is not None and row.target != target:
         raise RefExists(f"{line}@{tag} already points at {row.target[:12]}", hint="pull onto another line with --as LINE")
 
@@ -527,7 +533,7 @@ def _check_bases(repo: Repo, snapshot: Path, plan: _Plan, base: str | None) -> N
                 cfg = json.loads((snapshot / member / CONFIG).read_text(encoding="utf-8"))
             except (ValueError, UnicodeDecodeError):
                 continue  # scan_adapter reports what is wrong with it, later
-            api.find_base(conn, cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None, base)
+            find_base(conn, cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None, base)
 
 
 def _check_plan(repo: Repo, plan: _Plan, line: str, base: str | None) -> None:
@@ -535,18 +541,18 @@ def _check_plan(repo: Repo, plan: _Plan, line: str, base: str | None) -> None:
     with repo.db.read() as conn:
         for member in plan.members:
             scanned = scan_adapter(plan.folder(member))
-            base_row = api.find_base(conn, scanned.base_name, base)
+            base_row = find_base(conn, scanned.base_name, base)
             check_against_base(scanned.root, scanned.header, base_row.config, base_row.name)
         lines = {line: plan.kind} if plan.kind == "adapter" else {line: "set"}
         lines.update({_member_line(m): "adapter" for m in plan.members if m})
         for name, kind in lines.items():
-            row = refs.line_row(conn, name)
+            row = find_line(conn, name)
             if row is not None and row.kind != kind:
                 raise WrongKind(f"line {name} holds {row.kind} commits, not {kind}s", hint="pull with --as LINE")
 
 
 def _member_line(folder: str) -> str:
-    return refs.check_name("line", folder.rsplit("/", 1)[-1])
+    return check_name("line", folder.rsplit("/", 1)[-1])
 
 
 def _provenance(repo_id: str, rev: str, sha: str, path: str | None = None) -> dict:
@@ -554,10 +560,10 @@ def _provenance(repo_id: str, rev: str, sha: str, path: str | None = None) -> di
     return {**prov, "path": path} if path else prov
 
 
-def _commit(repo: Repo, repo_id: str, plan: _Plan, rev: str, line: str, base: str | None, tmp: Path) -> Pulled:
+def _commit(repo: Repo, repo_id: str, plan: _Plan, rev: str, line: str, base: str | None, tmp: Path, by: str) -> Pulled:
     message = f"pull {SCHEME}{repo_id}@{rev}"
     if plan.kind == "adapter":
-        r = api.commit(repo, line, plan.folder(""), message, base=base, provenance=_provenance(repo_id, rev, plan.sha))
+        r = commit_adapter(repo, line, plan.folder(""), message, author=by, base=base, provenance=_provenance(repo_id, rev, plan.sha))
         return Pulled(rev, plan.sha, r.id, r.line, "adapter", r.created, bytes_written=r.bytes_written)
     members = {}
     for folder in plan.members:
@@ -565,17 +571,17 @@ def _commit(repo: Repo, repo_id: str, plan: _Plan, rev: str, line: str, base: st
         if held is not None:
             members[folder] = Pulled(rev, plan.sha, CommitId(held.id), held.line, held.kind, False, path=folder)
             continue
-        r = api.commit(repo, _member_line(folder), plan.folder(folder), message, base=base,
+        r = commit_adapter(repo, _member_line(folder), plan.folder(folder), message, author=by, base=base,
                        provenance=_provenance(repo_id, rev, plan.sha, folder))  # fmt: skip
         members[folder] = Pulled(rev, plan.sha, r.id, r.line, "adapter", r.created, bytes_written=r.bytes_written, path=folder)  # fmt: skip
     toml_path = _write_mol(plan, {f: p.id for f, p in members.items()}, line, tmp / f"{plan.sha}.set")
-    r = sets.set_commit(repo, toml_path, message, provenance=_provenance(repo_id, rev, plan.sha))
+    r = set_commit(repo, toml_path, message, author=by, provenance=_provenance(repo_id, rev, plan.sha))
     return Pulled(rev, plan.sha, r.id, r.line, "set", r.created, bytes_written=r.bytes_written,
                   members=list(members.values()))  # fmt: skip
 
 
-def _tagged(repo: Repo, item: Pulled, tag: str) -> Pulled:
-    r = api.tag(repo, tag, item.id)
+def _tagged(repo: Repo, item: Pulled, tag: str, by: str) -> Pulled:
+    r = tag_commit(repo, tag, item.id, by=by)
     return dataclasses.replace(item, tags=[*item.tags, f"{r.line}@{r.name}"])
 
 
@@ -595,5 +601,5 @@ def _write_mol(plan: _Plan, ids: dict[str, str], line: str, dest: Path) -> Path:
     }  # fmt: skip
     _stage(plan.staged, sorted({cfg["router"]["prompt"], cfg["summary"]["prompt"]}), dest)
     path = dest / SET_FILE
-    path.write_text(sets.render_mol(cfg), encoding="utf-8")
+    path.write_text(render_mol(cfg), encoding="utf-8")
     return path

@@ -9,23 +9,15 @@ from sqlalchemy.engine import Connection
 
 from mint import schema as s
 from mint.errors import RevisionNotFound
-from mint.objects import (
-    CommitDetail,
-    CommitId,
-    CommitInfo,
-    FileEntry,
-    Member,
-    TensorEntry,
-    iso,
-    object_id,
-)
+from mint.ids import CommitId, Kind, RefKind, Role, iso, object_id
+from mint.objects import CommitDetail, CommitInfo, FileEntry, Member, TensorEntry
 
 
 @dataclass(frozen=True)
 class NewCommit:
     """Everything a commit records. Its id is the hash of all of it."""
 
-    kind: str
+    kind: Kind
     line: str
     parents: list[str]
     files: dict[str, FileEntry]
@@ -159,7 +151,7 @@ def _parents_of_many(conn: Connection, ids: list[str]) -> dict[str, list[str]]:
 
 def _info(row, parents: list[str]) -> CommitInfo:
     return CommitInfo(
-        id=CommitId(row.id), kind=row.kind, line=row.line, parents=parents, message=row.message,
+        id=CommitId(row.id), kind=Kind(row.kind), line=row.line, parents=parents, message=row.message,
         author=row.author, created_at=iso(row.created_at), meta=row.meta or {},
     )  # fmt: skip
 
@@ -185,20 +177,20 @@ def tensors_of(conn: Connection, cid: str) -> list[TensorEntry]:
 
 def members_of(conn: Connection, cid: str) -> list[Member]:
     q = sa.select(s.set_members).where(s.set_members.c.commit_id == cid)
-    order = {"router": 0, "expert": 1, "summary": 2}
-    rows = sorted(conn.execute(q), key=lambda r: (order.get(r.role, 9), r.label))
-    return [Member(r.role, r.label, CommitId(r.member_id), r.requested) for r in rows]
+    order = list(Role)
+    rows = sorted(conn.execute(q), key=lambda r: (order.index(Role(r.role)), r.label))
+    return [Member(Role(r.role), r.label, CommitId(r.member_id), r.requested) for r in rows]
 
 
 def tags_of(conn: Connection, cid: str) -> list[str]:
-    q = sa.select(s.refs.c.line, s.refs.c.name).where(s.refs.c.target == cid, s.refs.c.kind == "tag")
+    q = sa.select(s.refs.c.line, s.refs.c.name).where(s.refs.c.target == cid, s.refs.c.kind == RefKind.TAG)
     return sorted(f"{r.line}@{r.name}" for r in conn.execute(q))
 
 
 def detail(conn: Connection, cid: str) -> CommitDetail:
     row = commit_row(conn, cid)
     return CommitDetail(
-        id=CommitId(row.id), kind=row.kind, line=row.line, parents=parents_of(conn, cid),
+        id=CommitId(row.id), kind=Kind(row.kind), line=row.line, parents=parents_of(conn, cid),
         message=row.message, author=row.author, created_at=iso(row.created_at), meta=row.meta or {},
         base=row.base, base_fingerprint=row.base_fingerprint, files=files_of(conn, cid),
         tensors=tensors_of(conn, cid), peft=row.peft, config=row.config,

@@ -1,0 +1,134 @@
+"""Commands of channels: gate, promote, approve, rollback, history, status."""
+
+from __future__ import annotations
+
+import click
+
+from mint import api
+from mint.cli._common import current_user, json_option, with_repo
+from mint.cli._output import echo, emit_json, short, table
+from mint.cli.contract_cmds import checks_table
+from mint.errors import GateRefused
+
+
+def _report(report, as_json: bool) -> None:
+    if as_json:
+        return emit_json(report)
+    guarded = ", ".join(report.contracts) or "no contract (the channel moves freely)"
+    target = f"{report.line}@{report.channel} (holder {short(report.holder)})"
+    echo(f"gate for {short(report.commit_id)} -> {target}: {guarded}")
+    if report.checks:
+        echo(checks_table(report.checks))
+
+
+def _moved(move, as_json: bool) -> None:
+    if as_json:
+        return emit_json(move)
+    where = f"{move.line}@{move.channel}"
+    echo(f"{where}: {short(move.from_)} -> {short(move.to)} ({move.action})")
+
+
+@click.command()
+@click.argument("rev")
+@click.option("--to", "channel", required=True, help="The channel.")
+@click.option("--contract", "contract_name", help="Also apply this contract.")
+@json_option
+@with_repo
+def gate(repo, rev, channel, contract_name, as_json) -> None:
+    """Dry run of promote: the gate's table; exit status 3 if it would refuse."""
+    report = api.gate(repo, rev, channel, contract_name)
+    _report(report, as_json)
+    if not report.ok:
+        raise click.exceptions.Exit(3)
+
+
+@click.command()
+@click.argument("rev")
+@click.option("--to", "channel", required=True, help="The channel to move.")
+@click.option("--contract", "contract_name", help="Also apply this contract.")
+@click.option("--force", is_flag=True, help="Override a refusing gate (needs --reason; logged).")
+@click.option("--reason", help="Why (recorded in history).")
+@json_option
+@with_repo
+def promote(repo, rev, channel, contract_name, force, reason, as_json) -> None:
+    """Check the gate guarding CHANNEL, then move LINE@CHANNEL to REV."""
+    try:
+        move = api.promote(
+            repo, rev, channel, by=current_user(), contract=contract_name, force=force,
+            reason=reason,
+        )  # fmt: skip
+    except GateRefused as exc:
+        _report(exc.report, as_json)
+        raise
+    _moved(move, as_json)
+
+
+@click.command()
+@click.argument("rev")
+@click.option("--channel", required=True, help="The channel the approval is for.")
+@json_option
+@with_repo
+def approve(repo, rev, channel, as_json) -> None:
+    """Approve REV for CHANNEL as the current user (MINT_USER, git user.name, or login)."""
+    a = api.approve(repo, rev, channel, by=current_user())
+    if as_json:
+        return emit_json(a)
+    verb = "approved" if a.created else "had already approved"
+    echo(f"{a.by} {verb} {short(a.commit_id)} for {a.channel}")
+
+
+@click.command()
+@click.argument("ref", metavar="LINE@CHANNEL")
+@click.option(
+    "--to", "to", metavar="REV",
+    help="Roll back to this commit (the gate applies if it never held the channel).",
+)  # fmt: skip
+@click.option("--reason", help="Why (recorded in history).")
+@json_option
+@with_repo
+def rollback(repo, ref, to, reason, as_json) -> None:
+    """Move LINE@CHANNEL back to its previous holder."""
+    try:
+        move = api.rollback(repo, ref, by=current_user(), to=to, reason=reason)
+    except GateRefused as exc:
+        _report(exc.report, as_json)
+        raise
+    _moved(move, as_json)
+
+
+@click.command()
+@click.argument("ref", metavar="LINE@CHANNEL")
+@json_option
+@with_repo
+def history(repo, ref, as_json) -> None:
+    """Every move of a channel, oldest first: when, what, from, to, who, why, evidence."""
+    moves = api.history(repo, ref)
+    if as_json:
+        return emit_json(moves)
+    rows = [
+        [m.at[:19], m.action, short(m.from_), short(m.to), m.by, short(m.contract),
+         ",".join(map(str, m.evaluations)) or "-", m.reason or ""]
+        for m in moves
+    ]  # fmt: skip
+    echo(table(rows, ["AT", "ACTION", "FROM", "TO", "BY", "CONTRACT", "EVALS", "REASON"]))
+
+
+@click.command()
+@json_option
+@with_repo
+def status(repo, as_json) -> None:
+    """Every line with its head and the holder of each channel."""
+    items = api.status(repo)
+    if as_json:
+        return emit_json(items)
+    rows = [
+        [s.name, s.kind, short(s.head),
+         " ".join(f"{k}={short(v)}" for k, v in s.channels.items()) or "-"]
+        for s in items
+    ]  # fmt: skip
+    echo(table(rows, ["LINE", "KIND", "HEAD", "CHANNELS"]))
+
+
+def register(cli: click.Group) -> None:
+    for command in (gate, promote, approve, rollback, history, status):
+        cli.add_command(command)

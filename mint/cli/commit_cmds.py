@@ -1,0 +1,134 @@
+"""Commands of adapter commits: commit, log, show, diff, checkout, ls."""
+
+from __future__ import annotations
+
+import click
+
+from mint import api
+from mint.cli._common import current_user, json_option, parse_pairs, with_repo
+from mint.cli._output import echo, emit_json, safe, short, table
+
+
+@click.command()
+@click.argument("line")
+@click.argument("directory", type=click.Path())
+@click.option("-m", "--message", required=True, help="What this version is.")
+@click.option("--meta", multiple=True, metavar="KEY=VALUE", help="Training metadata (repeatable).")
+@click.option(
+    "--base", "base_name", metavar="NAME",
+    help="The registered base (default: from adapter_config.json).",
+)  # fmt: skip
+@json_option
+@with_repo
+def commit(repo, line, directory, message, meta, base_name, as_json) -> None:
+    """Record the PEFT adapter folder DIRECTORY as a new commit on LINE."""
+    r = api.commit(
+        repo, line, directory, message, author=current_user(),
+        meta=parse_pairs(meta, "--meta"), base=base_name,
+    )  # fmt: skip
+    if as_json:
+        return emit_json(r)
+    if not r.created:
+        return echo(f"nothing to commit: {directory} is identical to {line} ({short(r.id)})")
+    echo(r.id)
+
+
+@click.command()
+@click.argument("rev", required=False)
+@click.option("-n", "limit", type=click.IntRange(min=1), help="Show at most N commits.")
+@json_option
+@with_repo
+def log(repo, rev, limit, as_json) -> None:
+    """Commits reachable from REV, newest first."""
+    items = api.log(repo, rev, limit)
+    if as_json:
+        return emit_json(items)
+    for c in items:
+        echo(safe(f"{c.id[:12]}  {c.line:<12} {c.created_at[:19]}  {c.author:<10} {c.message}"))
+
+
+@click.command()
+@click.argument("rev")
+@json_option
+@with_repo
+def show(repo, rev, as_json) -> None:
+    """Everything recorded for one commit."""
+    d = api.show(repo, rev)
+    if as_json:
+        return emit_json(d)
+    echo(f"commit {d.id}  ({d.kind} on {d.line})")
+    fields = [
+        ("parents", " ".join(short(p) for p in d.parents) or "-"), ("author", d.author),
+        ("date", d.created_at), ("base", f"{d.base} ({short(d.base_fingerprint)})"),
+        ("tags", ", ".join(d.tags) or "-"),
+    ]  # fmt: skip
+    if d.peft:
+        p = d.peft
+        fields.append(("peft", f"{p['peft_type']} r={p['r']} alpha={p['lora_alpha']} "
+                               f"targets={p['target_modules']}"))  # fmt: skip
+    fields += list(d.meta.items()) + [(f"provenance.{k}", v) for k, v in d.provenance.items()]
+    for label, value in fields:
+        echo(f"{safe(label) + ':':<10}{safe(value)}")
+    echo(f"\n    {safe(d.message)}\n")
+    for m in d.members:
+        echo(safe(f"  {m.role:<8} {m.label:<10} {m.commit_id[:12]}  ({m.requested})"))
+    for path, f in d.files.items():
+        echo(f"  {f.sha256[:12]}  {f.size:>12,}  {safe(path)}")
+    if d.tensors:
+        echo(f"  {len(d.tensors)} tensors, {sum(t.nbytes for t in d.tensors):,} bytes")
+
+
+@click.command()
+@click.argument("rev_a")
+@click.argument("rev_b")
+@json_option
+@with_repo
+def diff(repo, rev_a, rev_b, as_json) -> None:
+    """What changed from REV_A to REV_B: config keys, tensors (with ‖B−A‖/‖A‖), members."""
+    d = api.diff(repo, rev_a, rev_b)
+    if as_json:
+        return emit_json(d)
+    echo(f"diff {short(d.a)} {short(d.b)}")
+    for k, (a, b) in d.config.items():
+        echo(safe(f"  config {k}: {a!r} -> {b!r}"))
+    for k, (a, b) in d.members.items():
+        echo(f"  member {safe(k)}: {short(a)} -> {short(b)}")
+    for name in d.tensors.added:
+        echo(f"  + {safe(name)}")
+    for name in d.tensors.removed:
+        echo(f"  - {safe(name)}")
+    for c in d.tensors.changed:
+        delta = "n/a" if c.rel_delta is None else f"{c.rel_delta:.4g}"
+        echo(f"  ~ {safe(c.name)}  rel_delta={delta}")
+    if d.empty:
+        echo("  no differences")
+
+
+@click.command()
+@click.argument("rev")
+@click.argument("directory", type=click.Path())
+@json_option
+@with_repo
+def checkout(repo, rev, directory, as_json) -> None:
+    """Write REV's files, byte for byte, into DIRECTORY (new or empty)."""
+    r = api.checkout(repo, rev, directory)
+    if as_json:
+        return emit_json(r)
+    echo(f"checked out {short(r.id)} into {r.path}: {r.files} files, {r.bytes:,} bytes")
+
+
+@click.command("ls")
+@json_option
+@with_repo
+def ls_cmd(repo, as_json) -> None:
+    """Lines with their heads and commit counts."""
+    items = api.ls(repo)
+    if as_json:
+        return emit_json(items)
+    rows = [[i.name, i.kind, short(i.head), i.commits] for i in items]
+    echo(table(rows, ["LINE", "KIND", "HEAD", "COMMITS"]))
+
+
+def register(cli: click.Group) -> None:
+    for command in (commit, log, show, diff, checkout, ls_cmd):
+        cli.add_command(command)

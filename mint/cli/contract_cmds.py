@@ -1,0 +1,97 @@
+"""Commands of evaluation contracts and evaluations: contract add|show|ls, eval."""
+
+from __future__ import annotations
+
+import click
+
+from mint import api
+from mint.cli._common import current_user, json_option, parse_pairs, with_repo
+from mint.cli._output import echo, emit_json, short, table
+from mint.ids import EvalSource
+
+
+@click.group()
+def contract() -> None:
+    """Evaluation contracts, versioned by content."""
+
+
+@contract.command("add")
+@click.argument("file", type=click.Path())
+@json_option
+@with_repo
+def contract_add(repo, file, as_json) -> None:
+    """Add the contract in FILE, or a new version of it."""
+    r = api.contract_add(repo, file, by=current_user())
+    if as_json:
+        return emit_json(r)
+    c = r.contract
+    state = "added" if r.created else "unchanged"
+    echo(f"contract {c.name} v{c.version} ({state}) guards channel {c.channel}: {short(c.id)}")
+
+
+@contract.command("show")
+@click.argument("name")
+@click.option("--version", "version", type=int, help="A specific version (default: the latest).")
+@json_option
+@with_repo
+def contract_show(repo, name, version, as_json) -> None:
+    """One contract version."""
+    c = api.contract_show(repo, name, version)
+    if as_json:
+        return emit_json(c)
+    echo(f"contract {c.name} v{c.version}  ({c.id})")
+    echo(f"channel:   {c.channel}\nrequires:  {', '.join(c.requires) or '-'}")
+    evaluator = " ".join(c.evaluator["command"]) if c.evaluator else "-"
+    echo(f"approvals: {c.approvals}\nevaluator: {evaluator}")
+    for m in c.metrics:
+        bounds = " ".join(f"{k}={v:g}" for k, v in m.items() if k != "name")
+        echo(f"  metric {m['name']} {bounds}")
+
+
+@contract.command("ls")
+@json_option
+@with_repo
+def contract_ls(repo, as_json) -> None:
+    """The latest version of every contract."""
+    items = api.contract_ls(repo)
+    if as_json:
+        return emit_json(items)
+    rows = [[c.name, f"v{c.version}", c.channel, len(c.metrics)] for c in items]
+    echo(table(rows, ["NAME", "VERSION", "CHANNEL", "METRICS"]))
+
+
+def checks_table(rows) -> str:
+    """A gate's or an evaluation's checks, one row each."""
+    cells = [[c.check, c.required, c.found, "pass" if c.ok else "FAIL"] for c in rows]
+    return table(cells, ["CHECK", "REQUIRED", "FOUND", "RESULT"])
+
+
+@click.command("eval")
+@click.argument("rev")
+@click.option("--contract", "contract_name", required=True, help="The contract to evaluate under.")
+@click.option(
+    "--metric", "metrics", multiple=True, metavar="KEY=VALUE",
+    help="Record a value computed elsewhere.",
+)  # fmt: skip
+@json_option
+@with_repo
+def eval_cmd(repo, rev, contract_name, metrics, as_json) -> None:
+    """Run the contract's evaluator on REV (or record --metric values) and keep the result."""
+    by = current_user()
+    if metrics:
+        values = parse_pairs(metrics, "--metric")
+        ev = api.record_evaluation(
+            repo, rev, contract_name, values, source=EvalSource.MANUAL, by=by
+        )
+    else:
+        ev = api.evaluate(repo, rev, contract_name, by=by)
+    ev = api.evaluation_checks(repo, ev)
+    if as_json:
+        return emit_json(ev)
+    echo(f"evaluation {ev.id} of {short(ev.commit_id)} under {ev.contract} v{ev.version} ({ev.source})")
+    echo(checks_table(ev.checks))
+
+
+def register(cli: click.Group) -> None:
+    for command in (contract, eval_cmd):
+        cli.add_command(command)

@@ -1,0 +1,42 @@
+"""Writing stored files out: every byte is verified against its blob id on the way."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from mint.commits.adapter import safe_relpath
+from mint.store import ObjectStore, copy_out
+
+
+def write_files(
+    store: ObjectStore, items: list[tuple[str, str | bytes]], dest: Path
+) -> tuple[int, int]:
+    """Write each (relative path, blob id or literal bytes) under DEST, a new or empty folder.
+
+    A blob whose bytes do not hash to its id stops the write (BlobCorrupt), and whatever was
+    written is removed. Returns (files, bytes)."""
+    plan = [(safe_relpath(p), src) for p, src in items]
+    created = not dest.exists()
+    total = 0
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for path, src in plan:
+            target = dest / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(src, bytes):
+                target.write_bytes(src)
+            else:
+                copy_out(store, src, target)
+            total += target.stat().st_size
+            os.chmod(target, 0o644)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True) if created else _empty(dest)
+        raise
+    return len(plan), total
+
+
+def _empty(folder: Path) -> None:
+    for child in folder.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()

@@ -1,0 +1,212 @@
+"""Adapter commits: record, read back, compare and check out."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.bases import find_base
+from mint.commits import rows
+from mint.commits.adapter import CONFIG, check_against_base, hash_adapter, scan_adapter
+from mint.commits.files import write_files
+from mint.commits.safetensors import read_tensor_float
+from mint.errors import DestinationNotEmpty, InvalidAdapter, WrongKind
+from mint.faults import crash_point
+from mint.ids import CommitId, Kind, utcnow
+from mint.objects import (
+    CheckoutResult,
+    CommitDetail,
+    CommitInfo,
+    CommitResult,
+    Diff,
+    FileEntry,
+    LineInfo,
+    TensorChange,
+    TensorDiff,
+    TensorEntry,
+)
+from mint.refs import RefsContainer, check_name, find_line, resolve
+from mint.repo import Repo
+from mint.sets.layout import set_layout
+
+
+def commit(
+    repo: Repo,
+    line: str,
+    adapter_dir: str | os.PathLike,
+    message: str,
+    *,
+    author: str,
+    meta: dict | None = None,
+    base: str | None = None,
+    provenance: dict | None = None,
+) -> CommitResult:
+    """Record the PEFT adapter folder as a new commit on LINE (parent: LINE's head).
+
+    Everything is checked before anything is written; blobs are durable before the
+    transaction that refers to them; the head moves by compare-and-swap.
+    """
+    check_name("line", line)
+    scanned = scan_adapter(adapter_dir)
+    with repo.db.read() as conn:
+        base_row = find_base(conn, scanned.base_name, base)
+        check_against_base(scanned.root, scanned.header, base_row.config, base_row.name)
+        head, head_tree = line_head(conn, line, Kind.ADAPTER)
+    hashed = hash_adapter(scanned)
+    now = utcnow()
+    tensors = [
+        TensorEntry(t.name, t.dtype, list(t.shape), hashed.tensor_hashes[t.name], t.nbytes,
+                    "adapter_model.safetensors", t.start)
+        for t in scanned.header.tensors
+    ]  # fmt: skip
+    new = rows.NewCommit(
+        kind=Kind.ADAPTER, line=line, parents=[head] if head else [],
+        files={f.path: FileEntry(hashed.blobs[f.path], f.size) for f in scanned.files},
+        base=base_row.name, base_fingerprint=base_row.fingerprint, message=message,
+        author=author, created_at=now.isoformat(), meta=dict(meta or {}),
+        provenance=dict(provenance or {}), peft=scanned.peft, config=scanned.config, tensors=tensors,
+    )  # fmt: skip
+    if head_tree == new.tree:
+        return CommitResult(CommitId(head), line, [], created=False)
+    written = sum(
+        repo.store.put(f.abspath, blob_id=hashed.blobs[f.path]).size
+        for f in scanned.files
+        if not repo.store.has(hashed.blobs[f.path])
+    )
+    return record(repo, new, head, written)
+
+
+def line_head(conn, line: str, kind: Kind) -> tuple[str | None, str | None]:
+    """(head, head's tree) of LINE, which must hold KIND commits if it exists."""
+    row = find_line(conn, line)
+    if row is None:
+        return None, None
+    if row.kind != kind:
+        raise WrongKind(f"line {line} holds {row.kind} commits, not {kind}s")
+    return row.head, rows.commit_row(conn, row.head).tree
+
+
+def record(repo: Repo, new: rows.NewCommit, head: str | None, written: int) -> CommitResult:
+    """Insert the commit and move the line's head in one transaction (blobs already durable)."""
+    crash_point("commit.after-blobs")
+    with repo.db.write() as conn:
+        cid = rows.insert_commit(conn, new, dt.datetime.fromisoformat(new.created_at))
+        RefsContainer(conn).advance_head(new.line, new.kind, head, cid)
+        crash_point("commit.in-transaction")
+    crash_point("commit.after-transaction")
+    return CommitResult(cid, new.line, new.parents, created=True, bytes_written=written)
+
+
+def resolve_rev(repo: Repo, rev: str) -> CommitId:
+    """The commit id REV names (any revision form)."""
+    with repo.db.read() as conn:
+        return resolve(conn, rev).id
+
+
+def log(repo: Repo, rev: str | None = None, n: int | None = None) -> list[CommitInfo]:
+    """Ancestors of REV newest first; without REV, every commit newest first."""
+    with repo.db.read() as conn:
+        if rev is not None:
+            return rows.walk(conn, resolve(conn, rev).id, n)
+        q = sa.select(s.commits).order_by(s.commits.c.created_at.desc(), s.commits.c.id)
+        return rows.infos(conn, conn.execute(q.limit(n) if n else q))
+
+
+def show(repo: Repo, rev: str) -> CommitDetail:
+    """Everything recorded for one commit."""
+    with repo.db.read() as conn:
+        return rows.detail(conn, resolve(conn, rev).id)
+
+
+def ls(repo: Repo) -> list[LineInfo]:
+    """Every line with its kind, head and number of commits."""
+    with repo.db.read() as conn:
+        found = conn.execute(sa.select(s.lines).order_by(s.lines.c.name))
+        return [LineInfo(r.name, Kind(r.kind), r.head, r.commit_count) for r in found]
+
+
+# --- diff --------------------------------------------------------------------
+
+
+def diff(repo: Repo, rev_a: str, rev_b: str) -> Diff:
+    """Config keys, files and tensors that differ; changed tensors carry ‖B−A‖/‖A‖."""
+    with repo.db.read() as conn:
+        a = rows.detail(conn, resolve(conn, rev_a).id)
+        b = rows.detail(conn, resolve(conn, rev_b).id)
+    ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
+    changed = [
+        TensorChange(name, _rel_delta(repo, a, ta[name], b, tb[name]))
+        for name in sorted(set(ta) & set(tb))
+        if ta[name].sha256 != tb[name].sha256
+    ]
+    ma = {f"{m.role}:{m.label}": m.commit_id for m in a.members}
+    mb = {f"{m.role}:{m.label}": m.commit_id for m in b.members}
+    files_a = {p: f.sha256 for p, f in a.files.items()}
+    files_b = {p: f.sha256 for p, f in b.files.items()}
+    tensors = TensorDiff(sorted(set(tb) - set(ta)), sorted(set(ta) - set(tb)), changed)
+    config = _changed(a.config or {}, b.config or {})
+    return Diff(a.id, b.id, config, tensors, _changed(files_a, files_b), _changed(ma, mb))
+
+
+def _changed(a: dict, b: dict) -> dict[str, list]:
+    """key -> [value in A, value in B] for every key whose value differs (None: absent)."""
+    return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def _rel_delta(repo: Repo, a: CommitDetail, ta: TensorEntry, b: CommitDetail, tb: TensorEntry):
+    if ta.shape != tb.shape:
+        return None
+    va = _tensor(repo, a, ta)
+    vb = _tensor(repo, b, tb)
+    if va is None or vb is None:
+        return None
+    import numpy as np
+
+    norm = float(np.linalg.norm(va))
+    return float(np.linalg.norm(vb - va)) / norm if norm > 0 else None
+
+
+def _tensor(repo: Repo, commit: CommitDetail, t: TensorEntry):
+    blob = commit.files[t.file].sha256
+    repo.store.verify(blob)  # never compute from bytes that are not the committed ones
+    return read_tensor_float(repo.store.local_path(blob), t.offset, t.nbytes, t.dtype)
+
+
+# --- checkout ----------------------------------------------------------------
+
+
+def checkout(repo: Repo, rev: str, dest: str | os.PathLike) -> CheckoutResult:
+    """Write REV's files, byte for byte, into DEST, which must be new or empty.
+
+    A set checks out as mol.toml with commit ids, its prompts and a folder per member."""
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise DestinationNotEmpty(str(dest))
+    with repo.db.read() as conn:
+        cid = resolve(conn, rev).id
+        items = checkout_items(conn, cid)
+    files, size = write_files(repo.store, items, dest)
+    return CheckoutResult(CommitId(cid), str(dest), files, size)
+
+
+def checkout_items(conn, cid: str) -> list[tuple[str, str | bytes]]:
+    """(path, blob id or bytes) of every file a checkout of CID writes."""
+    if rows.commit_row(conn, cid).kind == Kind.SET:
+        return set_layout(conn, rows.detail(conn, cid))
+    # only the file list: an adapter's tensor rows are not needed here
+    return [(p, f.sha256) for p, f in rows.files_of(conn, cid).items()]
+
+
+def adapter_config(repo: Repo, cid: str) -> dict:
+    """The adapter_config.json recorded with adapter commit CID."""
+    with repo.db.read() as conn:
+        row = rows.commit_row(conn, cid)
+    if row.kind != Kind.ADAPTER:
+        raise WrongKind(f"{cid[:12]} is a {row.kind} commit, not an adapter")
+    if row.config is None:
+        raise InvalidAdapter(cid, f"commit records no {CONFIG}")
+    return row.config

@@ -1,0 +1,1 @@
+"""Evaluation contracts, evaluations, the evaluator runner, gates, promotion and history."""

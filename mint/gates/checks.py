@@ -1,0 +1,96 @@
+"""The gate's table: one row per metric bound, requirement and approval count."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.gates import evaluations as ev
+from mint.gates.contracts import get_row, guards
+from mint.ids import CommitId, RefKind
+from mint.objects import Check, GateReport
+from mint.refs import RefsContainer
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def metric_checks(body: dict, values: dict, holder: dict | None, holder_id: str | None):
+    """One row per metric bound: min, max, and max_regression against the holder."""
+    rows = []
+    for m in body["metrics"]:
+        name, found = m["name"], values.get(m["name"])
+        if "min" in m:
+            ok = found is not None and found >= m["min"]
+            rows.append(Check(name, f">= {_fmt(m['min'])}", _fmt(found), ok))
+        if "max" in m:
+            ok = found is not None and found <= m["max"]
+            rows.append(Check(name, f"<= {_fmt(m['max'])}", _fmt(found), ok))
+        if "max_regression" in m:
+            rows.append(_regression(name, m["max_regression"], found, holder, holder_id))
+    return rows
+
+
+def _regression(name, allowed: float, found, holder: dict | None, holder_id: str | None) -> Check:
+    label = f"{name} (regression)"
+    if holder_id is None:
+        return Check(label, "no holder to compare with", _fmt(found), found is not None)
+    base = (holder or {}).get(name)
+    if base is None:
+        need = f">= holder {holder_id[:12]} - {_fmt(allowed)}"
+        return Check(label, need, "holder not evaluated", False)
+    need = base - allowed
+    required = f">= {_fmt(need)} (holder {_fmt(base)} - {_fmt(allowed)})"
+    return Check(label, required, _fmt(found), found is not None and found >= need)
+
+
+def channel_holder(conn, line: str, channel: str) -> str | None:
+    ref = RefsContainer(conn).get(line, channel)
+    return ref.target if ref is not None and ref.kind == RefKind.CHANNEL else None
+
+
+def gate_report(conn, cid: str, line: str, channel: str, extra: str | None = None) -> GateReport:
+    """Check every contract guarding LINE@CHANNEL (plus EXTRA, if named) for commit CID."""
+    holder = channel_holder(conn, line, channel)
+    rows = guards(conn, line, channel)
+    if extra and extra not in {r.name for r in rows}:
+        rows.append(get_row(conn, extra))
+    checks, evals = [], []
+    for row in rows:
+        found = ev.latest_evaluation(conn, cid, row.id)
+        if found is None:
+            checks.append(
+                Check(f"evaluation under {row.name} v{row.version}", "recorded", "none", False)
+            )
+        else:
+            evals.append(found.id)
+        prev = ev.latest_evaluation_any_version(conn, holder, row.name) if holder else None
+        values = found.metrics if found else {}
+        checks += metric_checks(row.body, values, prev.metrics if prev else None, holder)
+        checks += [_held_check(conn, cid, line, ch) for ch in row.body["requires"]]
+        if row.body["approvals"]:
+            n = approval_count(conn, cid, channel)
+            need = row.body["approvals"]
+            checks.append(Check("approvals", f">= {need}", str(n), n >= need))
+    contracts = [f"{r.name}@v{r.version}" for r in rows]
+    return GateReport(CommitId(cid), line, channel, holder, contracts, checks, evals)
+
+
+def _held_check(conn, cid: str, line: str, channel: str) -> Check:
+    held = has_held(conn, cid, line, channel)
+    return Check(f"held {line}@{channel}", "yes", "yes" if held else "no", held)
+
+
+def has_held(conn, cid: str, line: str, channel: str) -> bool:
+    h = s.ref_history.c
+    q = sa.select(h.id).where(
+        h.line == line, h.name == channel, h.new == cid, h.kind == RefKind.CHANNEL
+    )
+    return conn.execute(q.limit(1)).first() is not None
+
+
+def approval_count(conn, cid: str, channel: str) -> int:
+    a = s.approvals.c
+    q = sa.select(sa.func.count()).where(a.commit_id == cid, a.channel == channel)
+    return conn.execute(q).scalar()

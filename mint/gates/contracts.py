@@ -1,0 +1,192 @@
+"""Evaluation contracts: TOML files, checked strictly and versioned by content."""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.db import is_unique_violation
+from mint.errors import InvalidConfig, RefConflict, RevisionNotFound
+from mint.ids import ContractId, iso, object_id, utcnow
+from mint.objects import Contract, ContractAdded
+from mint.refs import check_name
+from mint.repo import Repo
+
+TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "lines"}
+METRIC_KEYS = {"name", "min", "max", "max_regression"}
+EVALUATOR_KEYS = {"command", "timeout", "version", "data"}
+DEFAULT_TIMEOUT = 600.0
+MAX_TIMEOUT = 7 * 24 * 3600.0
+
+
+def is_finite_number(value: object) -> bool:
+    """An int or float (not a bool) that is neither NaN nor infinite, and fits a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+# --- parsing -----------------------------------------------------------------
+
+
+def parse_contract(text: str, source: str = "contract") -> dict:
+    """Parse and check a contract's TOML; return its canonical body."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidConfig(f"{source} is not valid TOML: {exc}") from None
+    bad = lambda why: InvalidConfig(f"{source}: {why}")  # noqa: E731
+    unknown = set(raw) - TOP_KEYS
+    if unknown:
+        raise bad(f"unknown key {sorted(unknown)[0]!r} (known: {', '.join(sorted(TOP_KEYS))})")
+    for key in ("name", "channel"):
+        if not isinstance(raw.get(key), str):
+            raise bad(f"{key!r} must be a string")
+        check_name("contract" if key == "name" else "channel", raw[key])
+    requires = raw.get("requires", [])
+    if not (isinstance(requires, list) and all(isinstance(r, str) for r in requires)):
+        raise bad("'requires' must be a list of channel names")
+    for ch in requires:
+        check_name("channel", ch)
+    approvals = raw.get("approvals", 0)
+    if not isinstance(approvals, int) or isinstance(approvals, bool) or approvals < 0:
+        raise bad("'approvals' must be a whole number, 0 or more")
+    lines = raw.get("lines")
+    if lines is not None and not (isinstance(lines, list) and all(isinstance(l, str) for l in lines)):
+        raise bad("'lines' must be a list of line names")
+    return {
+        "name": raw["name"], "channel": raw["channel"], "requires": requires, "approvals": approvals,
+        "metrics": [_metric(m, bad) for m in _list_of_tables(raw.get("metric", []), "metric", bad)],
+        "evaluator": _evaluator(raw.get("evaluator"), bad), "lines": lines,
+    }  # fmt: skip
+
+
+def _list_of_tables(value, key, bad) -> list[dict]:
+    if not (isinstance(value, list) and all(isinstance(v, dict) for v in value)):
+        raise bad(f"'{key}' must be an array of tables ([[{key}]])")
+    return value
+
+
+def _metric(m: dict, bad) -> dict:
+    unknown = set(m) - METRIC_KEYS
+    if unknown:
+        raise bad(f"unknown metric key {sorted(unknown)[0]!r} (known: {', '.join(sorted(METRIC_KEYS))})")
+    if not isinstance(m.get("name"), str) or not m["name"]:
+        raise bad("every [[metric]] needs a name")
+    bounds = {k: m[k] for k in ("min", "max", "max_regression") if k in m}
+    if not bounds:
+        raise bad(f"metric {m['name']!r} sets none of min, max, max_regression")
+    for k, v in bounds.items():
+        if not is_finite_number(v):
+            raise bad(f"metric {m['name']!r}: {k} must be a finite number")
+    return {"name": m["name"], **{k: float(v) for k, v in bounds.items()}}
+
+
+def _evaluator(ev, bad) -> dict | None:
+    if ev is None:
+        return None
+    if not isinstance(ev, dict):
+        raise bad("[evaluator] must be a table")
+    unknown = set(ev) - EVALUATOR_KEYS
+    if unknown:
+        raise bad(f"unknown evaluator key {sorted(unknown)[0]!r}")
+    cmd = ev.get("command")
+    if not (isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd)):
+        raise bad("evaluator.command must be a non-empty list of strings")
+    timeout = ev.get("timeout", DEFAULT_TIMEOUT)
+    if not is_finite_number(timeout) or not 0 < timeout <= MAX_TIMEOUT:
+        raise bad(f"evaluator.timeout must be a number of seconds above 0, at most {MAX_TIMEOUT:g}")
+    out = {"command": cmd, "timeout": float(timeout)}
+    for key in ("version", "data"):
+        if key in ev:
+            out[key] = str(ev[key])
+    return out
+
+
+# --- storing and reading -----------------------------------------------------
+
+
+def contract_add(repo: Repo, path: str | os.PathLike, *, by: str) -> ContractAdded:
+    """Add the contract at PATH, or a new version of it when its content changed."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidConfig(f"cannot read {path}: {exc}") from None
+    body = parse_contract(text, str(path))
+    with repo.db.write() as conn:
+        latest = _latest_row(conn, body["name"])
+        if latest is not None and latest.body == body:
+            return ContractAdded(_contract(latest), created=False)
+        version = 1 if latest is None else latest.version + 1
+        cid = object_id({"version": version, "body": body})
+        row = dict(
+            id=cid, name=body["name"], version=version, channel=body["channel"], body=body,
+            lines=body["lines"], source=text, created_at=utcnow(), created_by=by,
+        )  # fmt: skip
+        try:
+            with conn.begin_nested():
+                conn.execute(s.contracts.insert().values(**row))
+        except sa.exc.IntegrityError as exc:
+            # Another writer added a version at the same moment: the same content is a no-op.
+            if not is_unique_violation(exc):
+                raise
+            latest = _latest_row(conn, body["name"])
+            if latest is not None and latest.body == body:
+                return ContractAdded(_contract(latest), created=False)
+            raise RefConflict(f"contract {body['name']}", None, latest.id if latest else None) from None
+        return ContractAdded(_contract(contract_row(conn, cid)), created=True)
+
+
+def contract_show(repo: Repo, name: str, version: int | None = None) -> Contract:
+    with repo.db.read() as conn:
+        return _contract(get_row(conn, name, version))
+
+
+def contract_ls(repo: Repo) -> list[Contract]:
+    """The latest version of every contract."""
+    with repo.db.read() as conn:
+        names = [r[0] for r in conn.execute(sa.select(s.contracts.c.name).distinct().order_by(s.contracts.c.name))]
+        return [_contract(_latest_row(conn, n)) for n in names]
+
+
+def get_row(conn, name: str, version: int | None = None):
+    q = sa.select(s.contracts).where(s.contracts.c.name == name)
+    row = conn.execute(q.where(s.contracts.c.version == version)).first() if version else _latest_row(conn, name)
+    if row is None:
+        raise RevisionNotFound(name if not version else f"{name} v{version}", "unknown contract")
+    return row
+
+
+def _latest_row(conn, name: str):
+    q = sa.select(s.contracts).where(s.contracts.c.name == name)
+    return conn.execute(q.order_by(s.contracts.c.version.desc()).limit(1)).first()
+
+
+def contract_row(conn, cid: str):
+    return conn.execute(sa.select(s.contracts).where(s.contracts.c.id == cid)).one()
+
+
+def guards(conn, line: str, channel: str) -> list:
+    """Latest versions of the contracts guarding LINE@CHANNEL."""
+    names = conn.execute(
+        sa.select(s.contracts.c.name).where(s.contracts.c.channel == channel).distinct()
+    ).scalars()
+    rows = [_latest_row(conn, n) for n in sorted(names)]
+    return [r for r in rows if r.channel == channel and (not r.lines or line in r.lines)]
+
+
+def _contract(row) -> Contract:
+    b = row.body
+    return Contract(
+        ContractId(row.id), row.name, row.version, row.channel, b["requires"], b["approvals"],
+        b["metrics"], b["evaluator"], b.get("lines"), iso(row.created_at), row.created_by,
+    )  # fmt: skip

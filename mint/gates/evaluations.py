@@ -1,0 +1,81 @@
+"""Evaluations: append-only results of a commit under a contract version."""
+
+from __future__ import annotations
+
+import math
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.errors import EvaluationFailed
+from mint.gates.contracts import contract_row, get_row
+from mint.ids import ContractId, EvalSource, iso, utcnow
+from mint.objects import Evaluation
+from mint.refs import resolve
+from mint.repo import Repo
+
+
+def record(
+    repo: Repo, rev: str, contract: str, metrics: dict, *, source: str, evaluator: dict | None = None,
+    data_hash: str | None = None, by: str,
+) -> Evaluation:  # fmt: skip
+    """Record an evaluation of REV under the current version of CONTRACT."""
+    with repo.db.write() as conn:
+        cid = resolve(conn, rev).id
+        row = get_row(conn, contract)
+        values = check_metrics(row.body, metrics)
+        eid = conn.execute(
+            s.evaluations.insert().values(
+                commit_id=cid, contract_id=row.id, metrics=values, source=source, evaluator=evaluator,
+                data_hash=data_hash, by=by, at=utcnow(),
+            )
+        ).inserted_primary_key[0]  # fmt: skip
+        return evaluation(conn, eid)
+
+
+def check_metrics(body: dict, metrics: dict) -> dict:
+    """Every contract metric must be present and numeric; no key outside the contract."""
+    names = [m["name"] for m in body["metrics"]]
+    unknown = sorted(set(metrics) - set(names))
+    if unknown:
+        raise EvaluationFailed(f"unknown metric key {unknown[0]!r}: contract {body['name']} has {', '.join(names)}")
+    missing = [n for n in names if n not in metrics]
+    if missing:
+        raise EvaluationFailed(f"missing metric {missing[0]!r} for contract {body['name']}")
+    out = {}
+    for k, v in metrics.items():
+        try:
+            value = float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
+        except (ValueError, OverflowError):
+            value = None
+        if value is None:
+            raise EvaluationFailed(f"metric {k!r} is not a number: {v!r}")
+        if not math.isfinite(value):
+            raise EvaluationFailed(f"metric {k!r} is {v!r}: metrics must be finite numbers")
+        out[k] = value
+    return out
+
+
+def evaluation(conn, eid: int) -> Evaluation:
+    r = conn.execute(sa.select(s.evaluations).where(s.evaluations.c.id == eid)).one()
+    c = contract_row(conn, r.contract_id)
+    return Evaluation(
+        r.id, r.commit_id, ContractId(r.contract_id), c.name, c.version, r.metrics, EvalSource(r.source),
+        r.evaluator, r.data_hash, r.by, iso(r.at),
+    )  # fmt: skip
+
+
+def latest_evaluation(conn, commit_id: str, contract_id: str):
+    q = sa.select(s.evaluations).where(
+        s.evaluations.c.commit_id == commit_id, s.evaluations.c.contract_id == contract_id
+    )
+    return conn.execute(q.order_by(s.evaluations.c.id.desc()).limit(1)).first()
+
+
+def latest_evaluation_any_version(conn, commit_id: str, name: str):
+    q = (
+        sa.select(s.evaluations)
+        .join(s.contracts, s.contracts.c.id == s.evaluations.c.contract_id)
+        .where(s.evaluations.c.commit_id == commit_id, s.contracts.c.name == name)
+    )
+    return conn.execute(q.order_by(s.contracts.c.version.desc(), s.evaluations.c.id.desc()).limit(1)).first()

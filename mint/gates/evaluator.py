@@ -1,0 +1,88 @@
+"""The evaluator runner: a contract's command run on a checkout, its JSON output recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from mint import __version__
+from mint.commits.files import write_files
+from mint.commits.operations import checkout_items
+from mint.errors import EvaluationFailed
+from mint.gates.contracts import get_row
+from mint.gates.evaluations import record
+from mint.ids import EvalSource
+from mint.objects import Evaluation
+from mint.refs import resolve
+from mint.repo import Repo
+
+
+def run_evaluator(repo: Repo, rev: str, contract: str, *, by: str) -> Evaluation:
+    """Check REV out to a temporary folder, run the contract's evaluator on it, record the result."""
+    with repo.db.read() as conn:
+        row = get_row(conn, contract)
+        cid = resolve(conn, rev).id
+        items = checkout_items(conn, cid)
+    ev = row.body["evaluator"]
+    if not ev:
+        raise EvaluationFailed(f"contract {row.name} has no [evaluator]; record results with --metric KEY=VALUE")
+    with tempfile.TemporaryDirectory(prefix="mint-eval-") as tmp:
+        checkout = Path(tmp) / "checkout"
+        write_files(repo.store, items, checkout)
+        argv = [a.replace("{checkout}", str(checkout)).replace("{commit}", cid) for a in ev["command"]]
+        metrics = _parse_output(_run(argv, ev["timeout"]), row.body)
+    data_hash = _hash_data(ev.get("data"))
+    info = {"command": ev["command"], "version": ev.get("version"), "mint": __version__}
+    return record(
+        repo, cid, contract, metrics, source=EvalSource.EVALUATOR, evaluator=info,
+        data_hash=data_hash, by=by,
+    )
+
+
+def _run(argv: list[str], timeout: float) -> str:
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    except OSError as exc:
+        raise EvaluationFailed(f"evaluator could not start: {exc.strerror or exc}: {argv[0]}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise EvaluationFailed(f"evaluator ran past its timeout of {timeout:g}s and was killed; nothing recorded") from None
+    if proc.returncode != 0:
+        tail = (err or out).strip().splitlines()[-1:] or [""]
+        raise EvaluationFailed(f"evaluator failed with exit status {proc.returncode}: {tail[0][:200]}; nothing recorded")
+    return out
+
+
+def _parse_output(out: str, body: dict) -> dict:
+    """One JSON object on stdout (the whole output, or else its last non-empty line)."""
+    candidates = [out.strip()] + [l for l in reversed(out.strip().splitlines()) if l.strip()][:1]
+    for text in candidates:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            wanted = {m["name"] for m in body["metrics"]}
+            missing = sorted(wanted - set(value))
+            if missing:
+                raise EvaluationFailed(f"evaluator output misses metric {missing[0]!r}; nothing recorded")
+            return {k: value[k] for k in wanted}
+    raise EvaluationFailed("evaluator printed no valid JSON object of metrics on stdout; nothing recorded")
+
+
+def _hash_data(path: str | None) -> str | None:
+    if not path:
+        return None
+    from mint.store import sha256_file
+
+    try:
+        return sha256_file(path)
+    except OSError as exc:
+        raise EvaluationFailed(f"evaluator data {path} cannot be read: {exc.strerror}") from None

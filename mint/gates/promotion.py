@@ -1,0 +1,203 @@
+"""Promotion and rollback: the only ways a channel moves.
+
+A move goes through the refs container's compare-and-swap; the evidence it rests on (the
+contract version, the evaluations, the reason, and the entry a rollback would restore) is
+written beside the move, on the history row the container returns. The current holder's row
+links `back` to the row it replaced, so a rollback is one lookup however long the history is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.commits import rows
+from mint.db import is_unique_violation
+from mint.errors import (
+    ForceNeedsReason,
+    GateRefused,
+    NothingToRollBack,
+    RefConflict,
+    RefExists,
+    RevisionNotFound,
+)
+from mint.gates.checks import channel_holder, gate_report, has_held, metric_checks
+from mint.gates.contracts import get_row
+from mint.gates.evaluations import latest_evaluation_any_version
+from mint.gates.history import move_of
+from mint.ids import Action, CommitId, RefKind, iso, utcnow
+from mint.objects import Approval, Evaluation, GateReport, Move
+from mint.refs import Ref, RefsContainer, check_name, resolve
+from mint.repo import Repo
+
+PROMOTE_ATTEMPTS = 20
+
+
+def _target(conn, rev: str, channel: str) -> tuple[str, str]:
+    check_name("channel", channel)
+    cid = resolve(conn, rev).id
+    line = rows.commit_row(conn, cid).line
+    existing = RefsContainer(conn).get(line, channel)
+    if existing is not None and existing.kind != RefKind.CHANNEL:
+        raise RefExists(f"{line}@{channel} is a tag; a channel may not share its name")
+    return cid, line
+
+
+def gate(repo: Repo, rev: str, channel: str, contract: str | None = None) -> GateReport:
+    """A dry run of promote: the table, and whether the gate would let REV in."""
+    with repo.db.read() as conn:
+        cid, line = _target(conn, rev, channel)
+        return gate_report(conn, cid, line, channel, contract)
+
+
+def evaluation_checks(repo: Repo, ev: Evaluation) -> Evaluation:
+    """Attach the per-metric table for the contract's channel on the commit's line."""
+    with repo.db.read() as conn:
+        row = get_row(conn, ev.contract, ev.version)
+        line = rows.commit_row(conn, ev.commit_id).line
+        holder = channel_holder(conn, line, row.channel)
+        prev = latest_evaluation_any_version(conn, holder, row.name) if holder else None
+        checks = metric_checks(row.body, ev.metrics, prev.metrics if prev else None, holder)
+    return dataclasses.replace(ev, checks=checks)
+
+
+# --- moves ---------------------------------------------------------------------
+
+
+def promote(
+    repo: Repo,
+    rev: str,
+    channel: str,
+    *,
+    by: str,
+    contract: str | None = None,
+    force: bool = False,
+    reason: str | None = None,
+) -> Move:
+    """Move LINE@CHANNEL to REV if the gate passes (or with force and a reason)."""
+    if force and not (reason and reason.strip()):
+        raise ForceNeedsReason(channel)
+    for _ in range(PROMOTE_ATTEMPTS):
+        try:
+            return _promote_once(repo, rev, channel, contract, force, reason, by)
+        except RefConflict:
+            continue  # someone moved the channel: check the gate again against the new holder
+    raise RefConflict(f"channel {channel}", None, None)
+
+
+def _promote_once(repo, rev, channel, contract, force, reason, by) -> Move:
+    with repo.db.write() as conn:
+        cid, line = _target(conn, rev, channel)
+        refs = RefsContainer(conn)
+        current = refs.get(line, channel)
+        if current is not None and current.target == cid:
+            return move_of(conn, current.entry)  # already there: nothing moves or is logged
+        report = gate_report(conn, cid, line, channel, contract)
+        if not report.ok and not force:
+            raise GateRefused(report)
+        action = Action.FORCE if (force and not report.ok) else Action.PROMOTE
+        entry = _move(refs, current, line, channel, cid, by, action)
+        _evidence(conn, entry, report, reason, back=current.entry if current else None)
+        return move_of(conn, entry)
+
+
+def _move(refs: RefsContainer, current: Ref | None, line, channel, cid, by, action) -> int:
+    return refs.set_if_equals(
+        line, channel, current, cid, kind=RefKind.CHANNEL, by=by, action=action
+    )
+
+
+def _evidence(conn, entry: int, report: GateReport | None, reason, *, back) -> None:
+    """Write what a move rests on beside it: contract version, evaluations, reason, back."""
+    contract = _contract_id(conn, report) if report else None
+    _annotate(conn, entry, contract, report.evaluations if report else [], reason, back)
+
+
+def _annotate(conn, entry: int, contract, evaluations, reason, back) -> None:
+    conn.execute(
+        s.ref_history.update()
+        .where(s.ref_history.c.id == entry)
+        .values(contract=contract, evaluations=evaluations, reason=reason, back=back)
+    )
+
+
+def _contract_id(conn, report: GateReport) -> str | None:
+    """The history keeps the id of the (first) contract version the gate applied."""
+    if not report.contracts:
+        return None
+    name, _, v = report.contracts[0].partition("@v")
+    return get_row(conn, name, int(v)).id
+
+
+def rollback(
+    repo: Repo, ref: str, *, by: str, to: str | None = None, reason: str | None = None
+) -> Move:
+    """Move LINE@CHANNEL back to the holder before the current one, or to REV."""
+    line, _, channel = ref.partition("@")
+    if not line or not channel:
+        raise RevisionNotFound(ref, "expected LINE@CHANNEL")
+    with repo.db.write() as conn:
+        refs = RefsContainer(conn)
+        current = refs.get(line, channel)
+        if current is None or current.kind != RefKind.CHANNEL:
+            raise RevisionNotFound(ref, "unknown channel")
+        if to is not None:
+            return _rollback_to(conn, refs, current, to, by, reason)
+        top = _entry(conn, current.entry)
+        if top.back is None:
+            raise NothingToRollBack(ref, _holders(conn, line, channel))
+        target = _entry(conn, top.back)
+        entry = _move(refs, current, line, channel, target.new, by, Action.ROLLBACK)
+        _annotate(conn, entry, target.contract, target.evaluations, reason, target.back)
+        return move_of(conn, entry)
+
+
+def _rollback_to(conn, refs: RefsContainer, current: Ref, rev, by, reason) -> Move:
+    line, channel = current.line, current.name
+    cid = resolve(conn, rev).id
+    if rows.commit_row(conn, cid).line != line:
+        raise RevisionNotFound(rev, f"not a commit of line {line}")
+    report = None
+    if not has_held(conn, cid, line, channel):  # a newcomer goes through the gate
+        report = gate_report(conn, cid, line, channel)
+        if not report.ok:
+            raise GateRefused(report)
+    entry = _move(refs, current, line, channel, cid, by, Action.ROLLBACK)
+    _evidence(conn, entry, report, reason, back=current.entry)
+    return move_of(conn, entry)
+
+
+def _entry(conn, entry_id: int):
+    return conn.execute(sa.select(s.ref_history).where(s.ref_history.c.id == entry_id)).one()
+
+
+def _holders(conn, line: str, channel: str) -> int:
+    """How many distinct commits have held LINE@CHANNEL."""
+    h = s.ref_history.c
+    q = sa.select(sa.func.count(sa.distinct(h.new))).where(
+        h.line == line, h.name == channel, h.kind == RefKind.CHANNEL
+    )
+    return conn.execute(q).scalar()
+
+
+def approve(repo: Repo, rev: str, channel: str, *, by: str) -> Approval:
+    """Record BY's approval of REV for CHANNEL. An identity counts once."""
+    with repo.db.write() as conn:
+        cid, _ = _target(conn, rev, channel)
+        a = s.approvals.c
+        q = sa.select(s.approvals).where(a.commit_id == cid, a.channel == channel, a.by == by)
+        row = conn.execute(q).first()
+        if row is None:
+            try:
+                with conn.begin_nested():
+                    conn.execute(
+                        s.approvals.insert().values(commit_id=cid, channel=channel, by=by, at=utcnow())
+                    )
+            except sa.exc.IntegrityError as exc:
+                if not is_unique_violation(exc):  # the same identity at the same moment: once
+                    raise
+            row = conn.execute(q).one()
+            return Approval(CommitId(cid), channel, by, iso(row.at), created=True)
+        return Approval(CommitId(cid), channel, by, iso(row.at), created=False)

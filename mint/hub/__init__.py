@@ -1,0 +1,1 @@
+"""The Hugging Face Hub: settings, the client, and pulling adapters and sets."""

@@ -1,0 +1,93 @@
+"""Ids, the canonical JSON they hash, times, and the closed vocabularies mint records.
+
+An object's id is the sha256 hex of its canonical JSON: sorted keys, no whitespace, UTF-8.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from enum import StrEnum
+from typing import Any, NewType
+
+from mint.store import BlobId
+
+CommitId = NewType("CommitId", str)
+ContractId = NewType("ContractId", str)
+
+__all__ = [
+    "Action",
+    "BlobId",
+    "CommitId",
+    "ContractId",
+    "EvalSource",
+    "Kind",
+    "RefKind",
+    "Role",
+    "as_utc",
+    "canonical_json",
+    "iso",
+    "object_id",
+    "utcnow",
+]
+
+
+class Kind(StrEnum):
+    """What a line holds."""
+
+    ADAPTER = "adapter"
+    SET = "set"
+
+
+class RefKind(StrEnum):
+    TAG = "tag"
+    CHANNEL = "channel"
+
+
+class Action(StrEnum):
+    """How a ref moved, as its history records it."""
+
+    CREATE = "create"
+    FORCE = "force"
+    PROMOTE = "promote"
+    ROLLBACK = "rollback"
+    DELETE = "delete"
+
+
+class Role(StrEnum):
+    """A set member's role."""
+
+    ROUTER = "router"
+    EXPERT = "expert"
+    SUMMARY = "summary"
+
+
+class EvalSource(StrEnum):
+    """Where an evaluation's numbers came from."""
+
+    EVALUATOR = "evaluator"  # the contract's evaluator, run by mint
+    MANUAL = "manual"  # --metric values computed elsewhere
+    ROUTE_EVAL = "route-eval"  # the runtime's routing accuracy
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Sorted keys, no whitespace, UTF-8: the bytes an object's id is the sha256 of."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def object_id(obj: Any) -> str:
+    return hashlib.sha256(canonical_json(obj)).hexdigest()
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """SQLite hands datetimes back without a zone; they were written as UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    return as_utc(value).isoformat() if value else None

@@ -1,0 +1,134 @@
+"""The refs container: line heads, tags and channels, moved only by compare-and-swap.
+
+Like dulwich's `RefsContainer.set_if_equals`, every move names what the ref must hold now and
+what it will hold; a move that finds something else raises RefConflict and changes nothing.
+Each move of a tag or channel appends one row to `ref_history` (the reflog: who, when, how,
+from, to) and returns its id, so that callers can attach their evidence to that row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from mint import schema as s
+from mint.db import is_unique_violation
+from mint.errors import RefConflict
+from mint.ids import Action, Kind, RefKind, utcnow
+
+
+@dataclass(frozen=True)
+class Ref:
+    line: str
+    name: str
+    kind: RefKind
+    target: str
+    entry: int | None  # the ref_history row of the move that set it
+    message: str | None
+    updated_at: object
+
+
+class RefsContainer:
+    """The refs of one database transaction."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    # --- line heads ---------------------------------------------------------
+
+    def head(self, line: str) -> str | None:
+        return self.conn.execute(sa.select(s.lines.c.head).where(s.lines.c.name == line)).scalar()
+
+    def advance_head(self, line: str, kind: Kind, old: str | None, new: str) -> None:
+        """Move LINE's head from OLD to NEW; OLD None creates the line with its first commit."""
+        if old is None:
+            row = dict(name=line, kind=kind, head=new, commit_count=1, created_at=utcnow())
+            if not self._insert(s.lines, row):
+                raise RefConflict(f"line {line}", None, self.head(line))
+            return
+        moved = self.conn.execute(
+            s.lines.update()
+            .where(s.lines.c.name == line, s.lines.c.head == old)
+            .values(head=new, commit_count=s.lines.c.commit_count + 1)
+        ).rowcount
+        if moved != 1:
+            raise RefConflict(f"line {line}", old, self.head(line))
+
+    # --- tags and channels ----------------------------------------------------
+
+    def get(self, line: str, name: str) -> Ref | None:
+        row = self.conn.execute(
+            sa.select(s.refs).where(s.refs.c.line == line, s.refs.c.name == name)
+        ).first()
+        if row is None:
+            return None
+        return Ref(
+            row.line, row.name, RefKind(row.kind), row.target, row.entry, row.message, row.updated_at
+        )
+
+    def set_if_equals(
+        self,
+        line: str,
+        name: str,
+        old: Ref | None,
+        new: str,
+        *,
+        kind: RefKind,
+        by: str,
+        action: Action,
+        message: str | None = None,
+    ) -> int:
+        """Point LINE@NAME at NEW if it still is OLD (None: it must not exist). Returns the
+        history row's id."""
+        now = utcnow()
+        entry = self._log(line, name, kind, action, old.target if old else None, new, by, now)
+        values = dict(target=new, kind=kind, message=message, updated_at=now, entry=entry)
+        if old is None:
+            if not self._insert(s.refs, dict(line=line, name=name, **values)):
+                raise RefConflict(f"{line}@{name}", None, self._target(line, name))
+            return entry
+        ref = s.refs.c
+        moved = self.conn.execute(
+            s.refs.update()
+            .where(ref.line == line, ref.name == name, ref.target == old.target)
+            .where(ref.entry.is_(None) if old.entry is None else ref.entry == old.entry)
+            .values(**values)
+        ).rowcount
+        if moved != 1:
+            raise RefConflict(f"{line}@{name}", old.target, self._target(line, name))
+        return entry
+
+    def remove_if_equals(self, old: Ref, *, by: str) -> int:
+        """Delete the ref if it still is OLD; log the deletion. Returns the history row's id."""
+        ref = s.refs.c
+        gone = self.conn.execute(
+            s.refs.delete().where(
+                ref.line == old.line, ref.name == old.name, ref.target == old.target
+            )
+        ).rowcount
+        if gone != 1:
+            raise RefConflict(f"{old.line}@{old.name}", old.target, self._target(old.line, old.name))
+        return self._log(old.line, old.name, old.kind, Action.DELETE, old.target, None, by, utcnow())
+
+    # --- internals --------------------------------------------------------------
+
+    def _target(self, line: str, name: str) -> str | None:
+        found = self.get(line, name)
+        return found.target if found else None
+
+    def _log(self, line, name, kind, action, old, new, by, at) -> int:
+        row = dict(line=line, name=name, kind=kind, action=action, old=old, new=new, by=by, at=at)
+        return self.conn.execute(s.ref_history.insert().values(**row)).inserted_primary_key[0]
+
+    def _insert(self, table: sa.Table, row: dict) -> bool:
+        """Insert ROW; False when a unique key says another writer got there first."""
+        try:
+            with self.conn.begin_nested():
+                self.conn.execute(table.insert().values(**row))
+            return True
+        except sa.exc.IntegrityError as exc:
+            if not is_unique_violation(exc):
+                raise
+            return False

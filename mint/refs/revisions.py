@@ -1,0 +1,109 @@
+"""Names and revisions: one resolver for every revision form.
+
+Revision syntax: LINE, LINE@TAG, LINE@CHANNEL, LINE@HEXPREFIX, REV~N, a full id or a unique
+hex prefix of 7 or more characters.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from mint import schema as s
+from mint.errors import AmbiguousRevision, InvalidName, RevisionNotFound
+from mint.ids import CommitId, RefKind
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_HEX = re.compile(r"^[0-9a-f]{7,64}$")
+_REV = re.compile(r"^(?P<base>[^~]+)(?P<tilde>(?:~\d*)*)$")
+
+
+def check_name(kind: str, name: str) -> str:
+    """Line, tag and channel names: letters, digits, '.', '_' and '-', no '..'."""
+    if not isinstance(name, str) or not name:
+        raise InvalidName(kind, str(name), "it is empty")
+    if not _NAME.match(name):
+        raise InvalidName(
+            kind, name, "use letters, digits, '.', '_' and '-' (no '/', '@', '~', spaces or control characters)"
+        )
+    if ".." in name or name.endswith((".", ".lock")):
+        raise InvalidName(kind, name, "it may not contain '..' or end with '.' or '.lock'")
+    return name
+
+
+def is_hex_prefix(text: str) -> bool:
+    return bool(_HEX.match(text))
+
+
+@dataclass(frozen=True)
+class Resolved:
+    id: CommitId
+    line: str | None  # the line named in the revision, if any
+    ref: str | None  # the tag or channel named, if any
+    ref_kind: RefKind | None
+
+
+def resolve(conn: Connection, rev: str) -> Resolved:
+    """Resolve any revision form to one commit id, or raise RevisionNotFound/AmbiguousRevision."""
+    m = _REV.match(rev.strip()) if isinstance(rev, str) else None
+    if not m:
+        raise RevisionNotFound(str(rev), "malformed revision")
+    resolved = _resolve_base(conn, m.group("base"), rev)
+    steps = sum(int(t) if t else 1 for t in m.group("tilde").split("~")[1:])
+    commit = resolved.id
+    for _ in range(steps):
+        parent = conn.execute(
+            sa.select(s.commit_parents.c.parent_id).where(
+                s.commit_parents.c.commit_id == commit, s.commit_parents.c.idx == 0
+            )
+        ).scalar()
+        if parent is None:
+            raise RevisionNotFound(rev, f"{commit[:12]} has no parent")
+        commit = parent
+    return Resolved(CommitId(commit), resolved.line, resolved.ref if not steps else None, resolved.ref_kind if not steps else None)
+
+
+def _resolve_base(conn: Connection, base: str, rev: str) -> Resolved:
+    if "@" in base:
+        line, _, name = base.partition("@")
+        if not line or not name:
+            raise RevisionNotFound(rev, "malformed revision")
+        row = conn.execute(
+            sa.select(s.refs.c.target, s.refs.c.kind).where(s.refs.c.line == line, s.refs.c.name == name)
+        ).first()
+        if row:
+            return Resolved(CommitId(row.target), line, name, row.kind)
+        if is_hex_prefix(name):
+            return Resolved(_by_prefix(conn, name, rev, line=line), line, None, None)
+        if find_line(conn, line) is None:
+            raise RevisionNotFound(rev, "unknown line")
+        raise RevisionNotFound(rev, f"line {line} has no tag or channel {name!r}")
+    row = find_line(conn, base)
+    if row is not None:
+        if row.head is None:
+            raise RevisionNotFound(rev, "line has no commits")
+        return Resolved(CommitId(row.head), base, None, None)
+    if is_hex_prefix(base):
+        return Resolved(_by_prefix(conn, base, rev), None, None, None)
+    raise RevisionNotFound(rev)
+
+
+def _by_prefix(conn: Connection, prefix: str, rev: str, line: str | None = None) -> CommitId:
+    # A range on the primary key, so the lookup is one index probe in both databases.
+    q = sa.select(s.commits.c.id).where(s.commits.c.id >= prefix, s.commits.c.id < prefix + "g")
+    if line is not None:
+        q = q.where(s.commits.c.line == line)
+    ids = [r[0] for r in conn.execute(q.order_by(s.commits.c.id).limit(5))]
+    if not ids:
+        raise RevisionNotFound(rev)
+    if len(ids) > 1:
+        raise AmbiguousRevision(rev, ids)
+    return CommitId(ids[0])
+
+
+def find_line(conn: Connection, name: str):
+    """The line's row (name, kind, head, commit_count), or None."""
+    return conn.execute(sa.select(s.lines).where(s.lines.c.name == name)).first()
