@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mint-installed
+# Tests run in parallel, one worker per core (at most 4); `make test PYTEST_WORKERS=0` runs them serially.
+PYTEST_WORKERS ?= $(shell n=$$(nproc); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: demo test bench clean
+.PHONY: demo test lint fuzz bench clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,10 +20,23 @@ demo: $(STAMP)
 	$(PY) -m mint.examples.demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup tests
+
+# Ruff (lint and format), then the layers: import-linter reads an installed tree, because
+# store/, runtime/, examples/ and migrations/ only become mint.store etc. once installed.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	rm -rf build/lint
+	$(PY) -m pip install -q --no-deps --no-build-isolation --target build/lint .
+	cd build/lint && PYTHONPATH=. ../../$(VENV)/bin/lint-imports ../../pyproject.toml
+
+# Long property-based runs of every parser of outside input (make test runs a short one).
+fuzz: $(STAMP)
+	MINT_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) build *.egg-info

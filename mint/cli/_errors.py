@@ -8,69 +8,73 @@ tracebacks.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 
 import click
 
-from mint import errors as e
-from mint.runtime import errors as rt
-
 EXIT_ERROR, EXIT_USAGE, EXIT_GATE, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 Hint = str | Callable[[Exception], str | None] | None
 
-CLI_ERROR_MAPPINGS: dict[type[Exception], tuple[Hint, int]] = {
-    e.StoreError: ("run `mint fsck`", EXIT_ERROR),
-    e.BlobChanged: ("wait until whatever writes the folder is done, then commit again", EXIT_ERROR),
-    e.RepoNotFound: ("run `mint init` first, or pass --repo DIR", EXIT_ERROR),
-    e.SchemaOutdated: ("run `mint db upgrade`", EXIT_ERROR),
-    e.DatabaseUnavailable: (
-        lambda x: "create it first (for PostgreSQL: createdb NAME)" if x.missing_database else None,
-        EXIT_ERROR,
-    ),
-    e.AmbiguousRevision: ("give more hex digits", EXIT_ERROR),
-    e.RevisionNotFound: (
-        lambda x: "a commit prefix needs 7 or more hex digits" if _short_hex(x.rev) else None,
-        EXIT_ERROR,
-    ),
-    e.RefConflict: ("another writer got there first; run the command again", EXIT_ERROR),
-    e.TagExists: ("pass --force to move it", EXIT_ERROR),
-    e.NotAnAdapter: ("is this the folder PEFT's save_pretrained wrote?", EXIT_ERROR),
-    e.PickleRefused: (
-        "convert it where you trust it: load it and call "
-        "`model.save_pretrained(dir, safe_serialization=True)` to write safetensors",
-        EXIT_ERROR,
-    ),
-    e.UnknownBase: ("register it with `mint base add NAME PATH`, or pass --base NAME", EXIT_ERROR),
-    e.BaseFolderUnknown: ("pass --base-dir DIR", EXIT_ERROR),
-    e.BaseFolderMismatch: (
-        "pass the base the set was committed against (--base-dir DIR)",
-        EXIT_ERROR,
-    ),
-    e.NotAHubAdapter: ("mint pulls PEFT adapter repos and adapter sets (mol.toml)", EXIT_ERROR),
-    e.PullLineConflict: ("pull onto another line with --as LINE", EXIT_ERROR),
-    e.InvalidHubUri: ("write hf://ORG/REPO or hf://ORG/REPO@REVISION", EXIT_ERROR),
-    e.HubUnreachable: (
-        "check HF_ENDPOINT and the network; with HF_HUB_OFFLINE=1 mint pulls revisions "
-        "already in the HF cache",
-        EXIT_ERROR,
-    ),
-    e.NeedsNetwork: ("unset HF_HUB_OFFLINE to download it", EXIT_ERROR),
-    e.HubRepoNotFound: ("check the name; a private repo needs HF_TOKEN", EXIT_ERROR),
-    e.HubRevisionNotFound: (lambda x: _known_refs(x.known), EXIT_ERROR),
-    e.HubGated: (
-        "accept the repo's conditions on the hub, then set HF_TOKEN to a token of that account",
-        EXIT_ERROR,
-    ),
-    e.GateRefused: (None, EXIT_GATE),
-    e.ForceNeedsReason: ("pass --reason TEXT with --force", EXIT_USAGE),
-    rt.AmbiguousLabels: (
-        "rename one label so that the base's tokenizer can tell them apart",
-        EXIT_ERROR,
-    ),
-    e.MintError: (None, EXIT_ERROR),
-}
+@functools.cache
+def cli_error_mappings() -> dict[type[Exception], tuple[Hint, int]]:
+    """Error class -> (hint, exit code). Built on first use: `mint --help` needs none."""
+    from mint import errors as e
+    from mint.runtime import errors as rt
+
+    return {
+        e.StoreError: ("run `mint fsck`", EXIT_ERROR),
+        e.BlobChanged: ("wait until whatever writes the folder is done, then commit again", EXIT_ERROR),
+        e.RepoNotFound: ("run `mint init` first, or pass --repo DIR", EXIT_ERROR),
+        e.SchemaOutdated: ("run `mint db upgrade`", EXIT_ERROR),
+        e.DatabaseUnavailable: (
+            lambda x: "create it first (for PostgreSQL: createdb NAME)" if x.missing_database else None,
+            EXIT_ERROR,
+        ),
+        e.AmbiguousRevision: ("give more hex digits", EXIT_ERROR),
+        e.RevisionNotFound: (
+            lambda x: "a commit prefix needs 7 or more hex digits" if _short_hex(x.rev) else None,
+            EXIT_ERROR,
+        ),
+        e.RefConflict: ("another writer got there first; run the command again", EXIT_ERROR),
+        e.TagExists: ("pass --force to move it", EXIT_ERROR),
+        e.NotAnAdapter: ("is this the folder PEFT's save_pretrained wrote?", EXIT_ERROR),
+        e.PickleRefused: (
+            "convert it where you trust it: load it and call "
+            "`model.save_pretrained(dir, safe_serialization=True)` to write safetensors",
+            EXIT_ERROR,
+        ),
+        e.UnknownBase: ("register it with `mint base add NAME PATH`, or pass --base NAME", EXIT_ERROR),
+        e.BaseFolderUnknown: ("pass --base-dir DIR", EXIT_ERROR),
+        e.BaseFolderMismatch: (
+            "pass the base the set was committed against (--base-dir DIR)",
+            EXIT_ERROR,
+        ),
+        e.NotAHubAdapter: ("mint pulls PEFT adapter repos and adapter sets (mol.toml)", EXIT_ERROR),
+        e.PullLineConflict: ("pull onto another line with --as LINE", EXIT_ERROR),
+        e.InvalidHubUri: ("write hf://ORG/REPO or hf://ORG/REPO@REVISION", EXIT_ERROR),
+        e.HubUnreachable: (
+            "check HF_ENDPOINT and the network; with HF_HUB_OFFLINE=1 mint pulls revisions "
+            "already in the HF cache",
+            EXIT_ERROR,
+        ),
+        e.NeedsNetwork: ("unset HF_HUB_OFFLINE to download it", EXIT_ERROR),
+        e.HubRepoNotFound: ("check the name; a private repo needs HF_TOKEN", EXIT_ERROR),
+        e.HubRevisionNotFound: (lambda x: _known_refs(x.known), EXIT_ERROR),
+        e.HubGated: (
+            "accept the repo's conditions on the hub, then set HF_TOKEN to a token of that account",
+            EXIT_ERROR,
+        ),
+        e.GateRefused: (None, EXIT_GATE),
+        e.ForceNeedsReason: ("pass --reason TEXT with --force", EXIT_USAGE),
+        rt.AmbiguousLabels: (
+            "rename one label so that the base's tokenizer can tell them apart",
+            EXIT_ERROR,
+        ),
+        e.MintError: (None, EXIT_ERROR),
+    }
 
 
 def _short_hex(rev: object) -> bool:
@@ -86,9 +90,10 @@ def _known_refs(known: list[str] | None) -> str:
 
 def describe(exc: Exception) -> tuple[str, str | None, int]:
     """(message, hint, exit code) for an expected error."""
+    mappings = cli_error_mappings()
     for klass in type(exc).__mro__:
-        if klass in CLI_ERROR_MAPPINGS:
-            hint, code = CLI_ERROR_MAPPINGS[klass]
+        if klass in mappings:
+            hint, code = mappings[klass]
             text = hint(exc) if callable(hint) else hint
             return str(exc), text, code
     return str(exc), None, EXIT_ERROR
@@ -123,18 +128,22 @@ def run(cli: click.Group, argv: list[str] | None) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("mint: interrupted", err=True)
         return EXIT_INTERRUPTED
-    except (e.MintError, e.StoreError) as exc:
-        if debug:
-            raise
-        message, hint, code = describe(exc)
-        say(message, hint)
-        return code
     except BrokenPipeError:
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback
         if debug:
             raise
+        if _expected(exc):
+            message, hint, code = describe(exc)
+            say(message, hint)
+            return code
         return _unexpected(exc)
+
+
+def _expected(exc: Exception) -> bool:
+    from mint.errors import MintError, StoreError
+
+    return isinstance(exc, (MintError, StoreError))
 
 
 def _unexpected(exc: Exception) -> int:

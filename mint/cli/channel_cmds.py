@@ -8,7 +8,6 @@ from mint import api
 from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
 from mint.cli.contract_cmds import checks_table
-from mint.errors import GateRefused
 
 
 def _report(report, as_json: bool) -> None:
@@ -52,6 +51,8 @@ def gate(repo, rev, channel, contract_name, as_json) -> None:
 @with_repo
 def promote(repo, rev, channel, contract_name, force, reason, as_json) -> None:
     """Check the gate guarding CHANNEL, then move LINE@CHANNEL to REV."""
+    from mint.errors import GateRefused
+
     try:
         move = api.promote(
             repo, rev, channel, by=current_user(), contract=contract_name, force=force,
@@ -88,6 +89,8 @@ def approve(repo, rev, channel, as_json) -> None:
 @with_repo
 def rollback(repo, ref, to, reason, as_json) -> None:
     """Move LINE@CHANNEL back to its previous holder."""
+    from mint.errors import GateRefused
+
     try:
         move = api.rollback(repo, ref, by=current_user(), to=to, reason=reason)
     except GateRefused as exc:

@@ -7,7 +7,6 @@ import click
 from mint import api
 from mint.cli._common import current_user, json_option, parse_pairs, with_repo
 from mint.cli._output import echo, emit_json, short, table
-from mint.ids import EvalSource
 
 
 @click.group()
@@ -77,6 +76,8 @@ def checks_table(rows) -> str:
 @with_repo
 def eval_cmd(repo, rev, contract_name, metrics, as_json) -> None:
     """Run the contract's evaluator on REV (or record --metric values) and keep the result."""
+    from mint.ids import EvalSource
+
     by = current_user()
     if metrics:
         values = parse_pairs(metrics, "--metric")

@@ -23,6 +23,7 @@ from mint.errors import (
     RefExists,
     RevisionNotFound,
 )
+from mint.faults import crash_point
 from mint.gates.checks import channel_holder, gate_report, has_held, metric_checks
 from mint.gates.contracts import get_row
 from mint.gates.evaluations import latest_evaluation_any_version
@@ -100,7 +101,10 @@ def _promote_once(repo, rev, channel, contract, force, reason, by) -> Move:
         action = Action.FORCE if (force and not report.ok) else Action.PROMOTE
         entry = _move(refs, current, line, channel, cid, by, action)
         _evidence(conn, entry, report, reason, back=current.entry if current else None)
-        return move_of(conn, entry)
+        crash_point("promote.in-transaction")
+        move = move_of(conn, entry)
+    crash_point("promote.after-transaction")
+    return move
 
 
 def _move(refs: RefsContainer, current: Ref | None, line, channel, cid, by, action) -> int:
@@ -144,14 +148,24 @@ def rollback(
         if current is None or current.kind != RefKind.CHANNEL:
             raise RevisionNotFound(ref, "unknown channel")
         if to is not None:
-            return _rollback_to(conn, refs, current, to, by, reason)
-        top = _entry(conn, current.entry)
-        if top.back is None:
-            raise NothingToRollBack(ref, _holders(conn, line, channel))
-        target = _entry(conn, top.back)
-        entry = _move(refs, current, line, channel, target.new, by, Action.ROLLBACK)
-        _annotate(conn, entry, target.contract, target.evaluations, reason, target.back)
-        return move_of(conn, entry)
+            move = _rollback_to(conn, refs, current, to, by, reason)
+        else:
+            move = _rollback_once(conn, refs, current, by, reason)
+        crash_point("rollback.in-transaction")
+    crash_point("rollback.after-transaction")
+    return move
+
+
+def _rollback_once(conn, refs: RefsContainer, current: Ref, by, reason) -> Move:
+    """Back to the holder that the current one replaced."""
+    line, channel = current.line, current.name
+    top = _entry(conn, current.entry)
+    if top.back is None:
+        raise NothingToRollBack(f"{line}@{channel}", _holders(conn, line, channel))
+    target = _entry(conn, top.back)
+    entry = _move(refs, current, line, channel, target.new, by, Action.ROLLBACK)
+    _annotate(conn, entry, target.contract, target.evaluations, reason, target.back)
+    return move_of(conn, entry)
 
 
 def _rollback_to(conn, refs: RefsContainer, current: Ref, rev, by, reason) -> Move:

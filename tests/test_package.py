@@ -1,0 +1,66 @@
+"""mint installs like a package: a built wheel, installed into a fresh venv, works.
+
+An editable install can hide a package missing from the wheel; this test builds the wheel,
+installs it (without dependencies) into a new virtual environment that borrows the test
+venv's installed dependencies, and runs the `mint` command it installed.
+"""
+
+from __future__ import annotations
+
+import site
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("wheel")
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run(
+        [*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", ROOT],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    wheel = next((tmp / "dist").glob("mint-*.whl"))
+    env_dir = tmp / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    # Borrow the dependencies: a plain path line, so the editable install's own .pth
+    # (which would put the checkout on the path) is not processed.
+    purelib = next(env_dir.glob("lib/python*/site-packages"))
+    (purelib / "borrowed.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    subprocess.run(
+        [*pip, "install", "-q", "--no-deps", "--no-compile", "--target", purelib, wheel],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return env_dir
+
+
+def run(env_dir: Path, *args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [env_dir / "bin" / "python", "-m", "mint", *map(str, args)],
+        cwd=cwd, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_wheel_holds_every_package_and_runs(wheel_venv, tmp_path):
+    where = subprocess.run(
+        [wheel_venv / "bin" / "python", "-c", "import mint.cli, mint.store, mint.runtime, "
+         "mint.examples, mint.migrations, mint.commits; print(mint.__file__)"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert where.returncode == 0, where.stderr
+    assert str(wheel_venv) in where.stdout and str(ROOT) not in where.stdout
+    version = run(wheel_venv, "--version", cwd=tmp_path)
+    assert version.returncode == 0 and "mint" in version.stdout, version.stderr
+    init = run(wheel_venv, "init", tmp_path / "r", cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    assert (tmp_path / "r" / ".mint" / "mint.db").exists()
+    upgrade = run(wheel_venv, "--repo", tmp_path / "r", "db", "upgrade", cwd=tmp_path)
+    assert upgrade.returncode == 0 and "schema at" in upgrade.stdout, upgrade.stderr
+    ls = run(wheel_venv, "--repo", tmp_path / "r", "ls", "--json", cwd=tmp_path)
+    assert ls.returncode == 0 and ls.stdout.strip() == "[]", ls.stderr
