@@ -99,7 +99,8 @@ def split_password(url: str) -> tuple[str, str | None]:
     except sa.exc.ArgumentError:
         raise InvalidConfig(f"not a database URL: {url!r}") from None
     password = parsed.password
-    public = parsed.set(password=None).render_as_string(hide_password=False)
+    # URL.set(password=None) means "leave it"; the URL is a named tuple, so replace the field.
+    public = parsed._replace(password=None).render_as_string(hide_password=False)
     return public, (str(password) if password is not None else None)
 
 

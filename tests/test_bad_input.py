@@ -112,7 +112,7 @@ def test_base_that_does_not_fit(based, repo, adapter, tmp_path):
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2}))
     assert based("base", "add", "wide", other).code == 0
-    refused(based, repo, ["commit", "chat", adapter, "-m", "x", "--base", "wide"], "hidden_size 128")
+    refused(based, repo, ["commit", "chat", adapter, "-m", "x", "--base", "wide"], "has 128 input features")
 
 
 @pytest.mark.parametrize("name", ["a/b", "..", "a..b", "has space", "tab\there", "nul\x01", "@x", "_lead", ""])

@@ -110,7 +110,20 @@ def test_set_refusals(setdir, repo, models, tmp_path):
     refuse(MOL.replace('coding = "coding"', 'coding = "foreign"'), "the set's base is tiny-llama")
     refuse(MOL.replace('coding = "coding"\n', ""), "label 'coding' has no expert")
     refuse(MOL.replace('"route.md"', '"missing.md"'), "prompt file missing.md is missing")
-    refuse(MOL.replace('"route.md"', '"../escape.md"'), "unsafe file path")
+    refuse(MOL.replace('"route.md"', '"../escape.md"'), "must be a relative path inside")
+    # Layouts that would collide in a checkout or a vLLM export
+    two = MOL.replace('labels = ["chat", "coding"]', 'labels = ["chat", "{0}"]')
+    for label in ("router", "summary", "mol.toml", "router.json", "lora-modules.json", "Router"):
+        refuse(two.format(label).replace("coding = ", f'"{label}" = '), "collides with")
+    refuse(MOL.replace('"summary.md"', '"chat/summary.md"'), "collides with expert chat")
+    refuse(MOL.replace('"summary.md"', '"router/x.md"'), "collides with the router")
+    refuse(MOL.replace('"summary.md"', '"mol.toml"'), "collides with the file mol.toml")
+    # A prompt that is a symbolic link (here: out of the folder), or not UTF-8 text
+    (tmp_path / "outside.md").write_text("secret\n")
+    (folder / "linked.md").symlink_to(tmp_path / "outside.md")
+    refuse(MOL.replace('"route.md"', '"linked.md"'), "symbolic link")
+    (folder / "latin1.md").write_bytes("caf\xe9\n".encode("latin-1"))
+    refuse(MOL.replace('"route.md"', '"latin1.md"'), "not UTF-8")
     refuse(MOL.replace('default = "chat"', 'default = "ui"'), "not one of the labels")
     refuse(MOL.replace('"router@v1"', '"router@v9"'), "no tag or channel")
     refuse(MOL.replace("[summary]", "[nothing]"), "needs [router], [experts] and [summary]")

@@ -13,8 +13,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from mint.commits.safetensors import (
+    SafetensorsHeader,
+    check_finite,
+    hash_file_and_tensors,
+    read_header,
+)
+from mint.commits.targets import ranks, targeted
 from mint.errors import InvalidAdapter, NotAnAdapter, PickleRefused, UnsafePath
-from mint.commits.safetensors import SafetensorsHeader, hash_file_and_tensors, read_header
 from mint.store import sha256_file
 
 CONFIG = "adapter_config.json"
@@ -90,19 +96,37 @@ def scan_adapter(root: str | Path) -> ScannedAdapter:
 def _walk(root: Path) -> list[ScannedFile]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        for name in dirnames:
+            if (here / name).is_symlink():  # os.walk lists a linked folder but never enters it
+                rel = _rel(root, here / name)
+                raise InvalidAdapter(root, f"{rel} is a symbolic link; mint stores regular files only")
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            abspath = Path(dirpath) / name
-            rel = abspath.relative_to(root).as_posix()
-            safe_relpath(rel)
-            if abspath.is_symlink():
-                raise InvalidAdapter(root, f"{rel} is a symbolic link; mint stores regular files only")
-            if name.lower().endswith(PICKLE_SUFFIXES):
-                raise PickleRefused(root, rel)
-            out.append(ScannedFile(rel, abspath, abspath.stat().st_size))
+            if not name.startswith("."):
+                out.append(_scanned(root, here / name))
     return out
+
+
+def _rel(root: Path, path: Path) -> str:
+    rel = path.relative_to(root).as_posix()
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:  # os.walk hands undecodable bytes back as surrogates
+        shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise InvalidAdapter(root, f"file name {shown!r} is not UTF-8") from None
+    return safe_relpath(rel)
+
+
+def _scanned(root: Path, abspath: Path) -> ScannedFile:
+    rel = _rel(root, abspath)
+    if abspath.is_symlink():
+        raise InvalidAdapter(root, f"{rel} is a symbolic link; mint stores regular files only")
+    if not abspath.is_file():
+        raise InvalidAdapter(root, f"{rel} is not a regular file")
+    if abspath.name.lower().endswith(PICKLE_SUFFIXES):
+        raise PickleRefused(root, rel)
+    return ScannedFile(rel, abspath, abspath.stat().st_size)
 
 
 def _read_config(path: Path) -> dict:
@@ -137,24 +161,31 @@ def peft_summary(config: dict) -> dict:
 
 def check_tensors(root: Path, config: dict, header: SafetensorsHeader) -> dict:
     """Tensor names must match target modules (or modules_to_save); shapes must agree with r."""
-    targets = config.get("target_modules")
     to_save = config.get("modules_to_save") or []
     if not header.tensors:
         raise InvalidAdapter(root, f"{WEIGHTS} holds no tensors")
-    parts: dict[str, set[str]] = {}
+    lora: dict[str, list] = {}  # module -> [(tensor, part)]
     for t in header.tensors:
         m = _LORA_KEY.match(t.name)
-        module = _strip_prefix(m.group("module")) if m else _strip_prefix(t.name)
-        if not m:
-            if any(module == s or f".{s}." in f".{module}." for s in to_save):
-                continue
+        if m:
+            lora.setdefault(_strip_prefix(m.group("module")), []).append((t, m.group("part")))
+            continue
+        module = _strip_prefix(t.name)
+        if not any(module == s or f".{s}." in f".{module}." for s in to_save):
             raise InvalidAdapter(root, f"tensor {t.name} is not a LoRA tensor of any target module")
-        if not _targets(module, targets):
-            raise InvalidAdapter(root, f"tensor {t.name} is on {module}, which target_modules {targets!r} does not name")
-        part = m.group("part")
-        parts.setdefault(module, set()).add(part)
-        _check_rank(root, t.name, part, t.shape, _rank_for(module, config))
-    for module, seen in parts.items():
+    modules = sorted(lora)
+    named = targeted(root, modules, config.get("target_modules"))
+    rank = ranks(root, modules, config)
+    for module in modules:
+        if module not in named:
+            targets = config.get("target_modules")
+            raise InvalidAdapter(
+                root, f"tensor {lora[module][0][0].name} is on {module}, which target_modules "
+                f"{targets!r} does not name"
+            )  # fmt: skip
+        for t, part in lora[module]:
+            _check_rank(root, t.name, part, t.shape, rank[module])
+        seen = {part for _, part in lora[module]}
         if ("lora_A" in seen) != ("lora_B" in seen):
             raise InvalidAdapter(root, f"module {module} has only one of lora_A and lora_B")
     return peft_summary(config)
@@ -164,33 +195,35 @@ def _strip_prefix(name: str) -> str:
     return name.removeprefix("base_model.model.")
 
 
-def _targets(module: str, targets) -> bool:
-    if isinstance(targets, str):
-        return targets == "all-linear" or re.fullmatch(targets, module) is not None
-    if isinstance(targets, list):
-        return any(module == t or module.endswith("." + t) for t in targets)
-    return False
-
-
-def _rank_for(module: str, config: dict) -> int:
-    for pattern, r in (config.get("rank_pattern") or {}).items():
-        if re.fullmatch(rf"(.*\.)?{pattern}", module):
-            return r
-    return config["r"]
-
-
 def _check_rank(root: Path, name: str, part: str, shape: tuple[int, ...], r: int) -> None:
     if part == "lora_magnitude_vector" or name.endswith(".bias"):
         return
     axis = 0 if part in ("lora_A", "lora_embedding_A") else 1
     if len(shape) < 2 or shape[axis] != r:
-        raise InvalidAdapter(root, f"tensor {name} has shape {list(shape)}, which does not agree with r={r}")
+        raise InvalidAdapter(
+            root, f"tensor {name} has shape {list(shape)}, which does not agree with r={r}"
+        )
+
+
+def projection_shapes(base_config: dict) -> dict[str, tuple[int | None, int | None]]:
+    """(in, out) features of each projection a LoRA attaches to, for a Llama-style base."""
+    h, heads = base_config.get("hidden_size"), base_config.get("num_attention_heads")
+    kv = base_config.get("num_key_value_heads") or heads
+    hd = base_config.get("head_dim") or (h // heads if h and heads else None)
+    inter = base_config.get("intermediate_size")
+    q = heads * hd if heads and hd else None
+    kvd = kv * hd if kv and hd else None
+    return {
+        "q_proj": (h, q), "k_proj": (h, kvd), "v_proj": (h, kvd), "o_proj": (q, h),
+        "gate_proj": (h, inter), "up_proj": (h, inter), "down_proj": (inter, h),
+    }  # fmt: skip
 
 
 def check_against_base(root: Path, header: SafetensorsHeader, base_config: dict, base: str) -> None:
-    """Catch an adapter trained for another network: layer indices and hidden sizes must fit."""
+    """Catch an adapter trained for another network: layer indices and every LoRA matrix's
+    outer dimension must fit the base (lora_A is r x in, lora_B is out x r)."""
     layers = base_config.get("num_hidden_layers")
-    hidden = base_config.get("hidden_size")
+    shapes = projection_shapes(base_config)
     for t in header.tensors:
         m = _LORA_KEY.match(t.name)
         if not m or len(t.shape) != 2:
@@ -198,18 +231,20 @@ def check_against_base(root: Path, header: SafetensorsHeader, base_config: dict,
         module = m.group("module")
         idx = re.search(r"\.layers\.(\d+)\.", module)
         if layers is not None and idx and int(idx.group(1)) >= layers:
-            raise InvalidAdapter(root, f"tensor {t.name} is for layer {idx.group(1)}, but base {base} has {layers} layers")
-        leaf = module.rsplit(".", 1)[-1]
-        if hidden is None:
+            raise InvalidAdapter(
+                root, f"tensor {t.name} is for layer {idx.group(1)}, but base {base} has {layers} layers"
+            )  # fmt: skip
+        features = shapes.get(module.rsplit(".", 1)[-1])
+        if features is None or m.group("part") not in ("lora_A", "lora_B"):
             continue
-        if m.group("part") == "lora_A" and leaf in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"):
-            found = t.shape[1]
-        elif m.group("part") == "lora_B" and leaf in ("o_proj", "down_proj"):
-            found = t.shape[0]
-        else:
-            continue
-        if found != hidden:
-            raise InvalidAdapter(root, f"tensor {t.name} is {found} wide, but base {base} has hidden_size {hidden}")
+        side, found = (0, t.shape[1]) if m.group("part") == "lora_A" else (1, t.shape[0])
+        need = features[side]
+        if need is not None and found != need:
+            what = "input" if side == 0 else "output"
+            raise InvalidAdapter(
+                root, f"tensor {t.name} has shape {list(t.shape)}, but base {base}'s "
+                f"{module.rsplit('.', 1)[-1]} has {need} {what} features"
+            )  # fmt: skip
 
 
 def hash_adapter(scanned: ScannedAdapter) -> HashedAdapter:
@@ -218,6 +253,7 @@ def hash_adapter(scanned: ScannedAdapter) -> HashedAdapter:
     for f in scanned.files:
         if f.path == WEIGHTS:
             blobs[f.path], tensor_hashes = hash_file_and_tensors(f.abspath, scanned.header)
+            check_finite(f.abspath, scanned.header)
         else:
             blobs[f.path] = sha256_file(f.abspath)
     return HashedAdapter(scanned, blobs, tensor_hashes)

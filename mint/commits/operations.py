@@ -72,11 +72,10 @@ def commit(
     )  # fmt: skip
     if head_tree == new.tree:
         return CommitResult(CommitId(head), line, [], created=False)
-    written = sum(
-        repo.store.put(f.abspath, blob_id=hashed.blobs[f.path]).size
-        for f in scanned.files
-        if not repo.store.has(hashed.blobs[f.path])
-    )
+    # Every blob goes through put: a new one is copied (and re-hashed on the way), one already
+    # stored is made young again for gc's grace period, and a corrupt one is replaced.
+    puts = [repo.store.put(f.abspath, blob_id=hashed.blobs[f.path]) for f in scanned.files]
+    written = sum(p.size for p in puts if p.written)
     return record(repo, new, head, written)
 
 

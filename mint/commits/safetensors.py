@@ -142,3 +142,32 @@ def read_tensor_float(path: str | Path, span_start: int, nbytes: int, dtype: str
     if dtype in kinds:
         return np.frombuffer(raw, dtype=kinds[dtype]).astype(np.float64)
     return None
+
+
+# Bits that are all ones in the exponent of a non-finite value (NaN or infinity), per dtype.
+_NONFINITE = {
+    "F64": ("<u8", 0x7FF0000000000000), "F32": ("<u4", 0x7F800000), "F16": ("<u2", 0x7C00),
+    "BF16": ("<u2", 0x7F80), "F8_E5M2": ("u1", 0x7C),
+}  # fmt: skip
+
+
+def check_finite(path: str | Path, header: SafetensorsHeader) -> None:
+    """Refuse weights holding NaN or infinity: they would load, and answer garbage.
+
+    Works on the raw bits (exponent all ones), so no dtype is converted; F8_E4M3 has no
+    infinity and its NaN is S.1111.111."""
+    import numpy as np
+
+    data = np.memmap(path, dtype="u1", mode="r")
+    for t in header.tensors:
+        raw = data[t.start : t.end]
+        if t.dtype == "F8_E4M3":
+            bad = np.any((raw & 0x7F) == 0x7F)
+        elif t.dtype in _NONFINITE:
+            kind, mask = _NONFINITE[t.dtype]
+            bits = raw.view(kind)
+            bad = np.any((bits & np.array(mask, dtype=kind)) == np.array(mask, dtype=kind))
+        else:
+            continue
+        if bad:
+            raise InvalidSafetensors(path, f"tensor {t.name} holds NaN or infinite values")

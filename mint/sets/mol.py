@@ -8,7 +8,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from mint.errors import InvalidConfig
+from mint.commits.adapter import safe_relpath
+from mint.errors import InvalidConfig, UnsafePath
 from mint.refs import check_name
 
 PROTOCOL = "mol/1"
@@ -34,46 +35,95 @@ class MolFile:
     folder: Path
 
 
+# Names a set's checkout and its vLLM export write beside the member folders.
+EXPORT_FILES = ("lora-modules.json", "router.json", "serve-vllm.sh")
+ROLE_FOLDERS = ("router", "summary")
+_STRINGS = (
+    ("name", None, "name"), ("base", None, "base"), ("router.adapter", "router", "adapter"),
+    ("router.prompt", "router", "prompt"), ("summary.adapter", "summary", "adapter"),
+    ("summary.prompt", "summary", "prompt"),
+)  # fmt: skip
+
+
 def parse_mol(path: str | os.PathLike) -> MolFile:
+    """Read and check mol.toml at PATH (prompt paths are relative to its folder)."""
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidConfig(f"cannot read {path}: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidConfig(f"{path} is not valid TOML: {exc}") from None
-    bad = lambda why: InvalidConfig(f"{path}: {why}")  # noqa: E731
-    router, experts, summary = (raw.get(k) for k in ("router", "experts", "summary"))
-    if not all(isinstance(t, dict) for t in (router, experts, summary)):
+    except UnicodeDecodeError:
+        raise InvalidConfig(f"{path} is not UTF-8 text") from None
+    return parse_mol_text(text, path.parent, str(path))
+
+
+def parse_mol_text(text: str, folder: Path, source: str = MOL) -> MolFile:
+    """Check mol.toml's TEXT; every problem is one InvalidConfig naming SOURCE."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidConfig(f"{source} is not valid TOML: {exc}") from None
+    bad = lambda why: InvalidConfig(f"{source}: {why}")  # noqa: E731
+    tables = {k: raw.get(k) for k in ("router", "experts", "summary")}
+    if not all(isinstance(t, dict) for t in tables.values()):
         raise bad("needs [router], [experts] and [summary] tables")
-    for key, table, field in (("name", raw, "name"), ("base", raw, "base"), ("router.adapter", router, "adapter"),
-                              ("router.prompt", router, "prompt"), ("summary.adapter", summary, "adapter"),
-                              ("summary.prompt", summary, "prompt")):  # fmt: skip
-        if not isinstance(table.get(field), str) or not table[field]:
+    for key, table, field in _STRINGS:
+        value = (tables[table] if table else raw).get(field)
+        if not isinstance(value, str) or not value:
             raise bad(f"{key} must be a non-empty string")
     protocol = raw.get("protocol", PROTOCOL)
     if protocol != PROTOCOL:
         raise bad(f"protocol {protocol!r} is not supported (mint speaks {PROTOCOL})")
+    router, experts, summary = tables["router"], tables["experts"], tables["summary"]
+    labels = _labels(router, experts, bad)
+    check_name("set", raw["name"])
+    mol = MolFile(
+        raw["name"], protocol, raw["base"], router["adapter"], labels, router["prompt"],
+        router.get("default", labels[0]), {label: experts[label] for label in labels},
+        summary["adapter"], summary["prompt"], folder,
+    )  # fmt: skip
+    if mol.default not in labels:
+        raise bad(f"router.default {mol.default!r} is not one of the labels")
+    check_layout(mol, bad)
+    return mol
+
+
+def _labels(router: dict, experts: dict, bad) -> list[str]:
     labels = router.get("labels")
-    if not (isinstance(labels, list) and labels and all(isinstance(l, str) for l in labels)):
+    if not (isinstance(labels, list) and labels and all(isinstance(x, str) for x in labels)):
         raise bad("router.labels must be a non-empty list of strings")
     if len(set(labels)) != len(labels):
         raise bad("router.labels has duplicates")
     for label in labels:
         check_name("label", label)
-    missing = [l for l in labels if l not in experts]
+    missing = [x for x in labels if x not in experts]
     if missing:
         raise bad(f"label {missing[0]!r} has no expert in [experts]")
-    extra = [e for e in experts if e not in labels]
+    extra = [x for x in experts if x not in labels]
     if extra:
         raise bad(f"expert {extra[0]!r} is not one of router.labels")
-    default = router.get("default", labels[0])
-    if default not in labels:
-        raise bad(f"router.default {default!r} is not one of the labels")
-    check_name("set", raw["name"])
-    return MolFile(raw["name"], protocol, raw["base"], router["adapter"], list(labels), router["prompt"],
-                   default, {l: experts[l] for l in labels}, summary["adapter"], summary["prompt"],
-                   path.parent)  # fmt: skip
+    if not all(isinstance(experts[x], str) and experts[x] for x in labels):
+        raise bad("every expert must name an adapter revision (a non-empty string)")
+    return list(labels)
+
+
+def check_layout(mol: MolFile, bad) -> None:
+    """The checkout lays mol.toml, the prompts, one folder per member and the export files
+    side by side: refuse any two that would land on the same path."""
+    reserved = {n.casefold(): f"the file {n}" for n in (MOL, *EXPORT_FILES)}
+    reserved |= {n: f"the {n} adapter's folder" for n in ROLE_FOLDERS}
+    for label in mol.labels:
+        if label.casefold() in reserved:
+            raise bad(f"label {label!r} collides with {reserved[label.casefold()]} in a checkout")
+        reserved[label.casefold()] = f"expert {label}'s folder"
+    for key, prompt in (("router.prompt", mol.route_prompt), ("summary.prompt", mol.summary_prompt)):
+        try:
+            safe_relpath(prompt)
+        except UnsafePath:
+            raise bad(f"{key} {prompt!r} must be a relative path inside the set's folder") from None
+        top = prompt.split("/", 1)[0].casefold()
+        if top in reserved:
+            raise bad(f"{key} {prompt!r} collides with {reserved[top]} in a checkout")
 
 
 def render_mol(cfg: dict) -> str:

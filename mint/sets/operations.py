@@ -57,11 +57,22 @@ def roles(mol: MolFile):
 
 
 def _read_prompt(folder: Path, rel: str) -> bytes:
+    """A prompt's bytes: a regular file inside FOLDER (no link on the way), UTF-8 text."""
     safe_relpath(rel)
+    path = folder
+    for part in rel.split("/"):
+        path = path / part
+        if path.is_symlink():
+            raise InvalidConfig(f"prompt {rel} is a symbolic link; a set stores regular files only")
     try:
-        return (folder / rel).read_bytes()
+        data = path.read_bytes()
     except OSError:
         raise InvalidConfig(f"prompt file {rel} is missing beside {MOL} (looked in {folder})") from None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidConfig(f"prompt {rel} is not UTF-8 text") from None
+    return data
 
 
 def _member(conn, role: Role, label: str, ref: str, base) -> Member:
