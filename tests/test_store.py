@@ -1,70 +1,288 @@
-"""The object store alone: content addressing, durability rules, verification."""
+"""The object stores alone: content addressing, integrity, durability rules, upkeep.
 
+`ObjectStoreTests` holds the tests every store must pass (as dulwich's object store
+tests do); each subclass gives a fresh store and a way to damage a stored blob.
+"""
+
+import gc
 import hashlib
 import os
 import stat
+import time
 
 import pytest
 
-from mint.store import BlobCorrupt, BlobMissing, LocalObjectStore, copy_out
+from mint.store import (
+    BlobChanged,
+    BlobCorrupt,
+    BlobMissing,
+    LocalObjectStore,
+    MemoryObjectStore,
+    ObjectStore,
+    copy_out,
+)
 
 
-def test_put_is_content_addressed_and_read_only(tmp_path):
-    store = LocalObjectStore(tmp_path / "objects")
-    src = tmp_path / "f.bin"
-    src.write_bytes(b"x" * 10_000)
-    r = store.put(src)
-    assert r.id == hashlib.sha256(b"x" * 10_000).hexdigest()
-    assert r.written and r.size == 10_000
-    path = store.local_path(r.id)
-    assert path == tmp_path / "objects" / r.id[:2] / r.id[2:]
-    assert not os.stat(path).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
-    again = store.put(src)
-    assert again.id == r.id and not again.written
-    assert list(store.iter()) == [r.id]
-    assert not any((tmp_path / "objects" / "tmp").iterdir())
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
-def test_put_with_known_id_skips_existing_and_copies_new(tmp_path):
-    store = LocalObjectStore(tmp_path / "o")
-    src = tmp_path / "a"
-    src.write_bytes(b"hello")
-    known = hashlib.sha256(b"hello").hexdigest()
-    assert store.put(src, blob_id=known).written
-    assert not store.put(src, blob_id=known).written
-    with store.open(known) as f:
-        assert f.read() == b"hello"
+class ObjectStoreTests:
+    """The contract of `ObjectStore`. Subclasses define `store` and `corrupt`."""
 
+    @pytest.fixture
+    def store(self, tmp_path) -> ObjectStore:
+        raise NotImplementedError
 
-def test_verify_catches_corruption_and_missing(tmp_path):
-    store = LocalObjectStore(tmp_path / "o")
-    r = store.put_bytes(b"payload")
-    store.verify(r.id)
-    path = store.local_path(r.id)
-    os.chmod(path, 0o644)
-    path.write_bytes(b"tampered")
-    with pytest.raises(BlobCorrupt):
+    def corrupt(self, store, blob_id: str, data: bytes) -> None:
+        """Replace the stored bytes of BLOB_ID with DATA, behind the store's back."""
+        raise NotImplementedError
+
+    def age(self, store, blob_id: str, seconds: float) -> None:
+        """Make a stored blob look as if it was last written SECONDS ago."""
+        raise NotImplementedError
+
+    def leave_temp(self, store, age: float) -> str:
+        """Leave a temp file as a writer that died AGE seconds ago would; its name."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def src(self, tmp_path):
+        path = tmp_path / "f.bin"
+        path.write_bytes(b"x" * 10_000)
+        return path
+
+    # --- writing ---------------------------------------------------------------
+
+    def test_put_is_content_addressed(self, store, src):
+        r = store.put(src)
+        assert r.id == sha(b"x" * 10_000) and r.written and r.size == 10_000
+        again = store.put(src)
+        assert again.id == r.id and again.size == 10_000 and not again.written
+        assert list(store.iter()) == [r.id]
+        with store.open(r.id) as f:
+            assert f.read() == b"x" * 10_000
+
+    def test_local_path_is_a_read_only_file_of_the_bytes(self, store, src):
+        r = store.put(src)
+        path = store.local_path(r.id)
+        assert path.read_bytes() == b"x" * 10_000
+        assert not os.stat(path).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+    def test_put_with_known_id_skips_existing_and_copies_new(self, store, tmp_path):
+        src = tmp_path / "a"
+        src.write_bytes(b"hello")
+        known = sha(b"hello")
+        assert store.put(src, blob_id=known).written
+        src.unlink()  # a good stored copy is kept without reading the source
+        r = store.put(src, blob_id=known)
+        assert r == type(r)(known, 5, False)
+        with store.open(known) as f:
+            assert f.read() == b"hello"
+
+    def test_put_with_wrong_id_refuses_and_stores_nothing(self, store, tmp_path):
+        src = tmp_path / "a"
+        src.write_bytes(b"what the caller hashed")
+        with pytest.raises(BlobChanged) as err:
+            store.put(src, blob_id=sha(b"something else"))
+        assert err.value.expected == sha(b"something else")
+        assert err.value.actual == sha(b"what the caller hashed")
+        assert err.value.path == str(src)
+        assert list(store.iter()) == [] and store.stale_temps(-60) == []
+
+    def test_put_refuses_a_file_that_changed_after_it_was_hashed(self, store, tmp_path):
+        src = tmp_path / "adapter_model.safetensors"
+        src.write_bytes(b"v1" * 1000)
+        indexed = sha(src.read_bytes())  # the commit hashes first...
+        before = src.stat()
+        src.write_bytes(b"v2" * 1000)  # ...a trainer rewrites the file...
+        os.utime(src, ns=(before.st_atime_ns, before.st_mtime_ns))  # (stat cannot tell)
+        with pytest.raises(BlobChanged):
+            store.put(src, blob_id=indexed)  # ...and wrong bytes never land under the id
+        assert not store.has(indexed) and not store.has(sha(b"v2" * 1000))
+        assert store.stale_temps(-60) == []
+
+    def test_put_bytes(self, store):
+        r = store.put_bytes(b"payload")
+        assert r.id == sha(b"payload") and r.size == 7 and r.written
+        assert not store.put_bytes(b"payload").written
+        with store.open(r.id) as f:
+            assert f.read() == b"payload"
+
+    def test_put_repairs_a_corrupt_blob(self, store, src):
+        r = store.put(src)
+        self.corrupt(store, r.id, b"rotten")
+        with pytest.raises(BlobCorrupt):
+            store.verify(r.id)
+        assert store.put(src, blob_id=r.id).written
         store.verify(r.id)
-    store.delete(r.id)
-    with pytest.raises(BlobMissing):
+        self.corrupt(store, r.id, b"rotten again")
+        assert store.put(src).written
         store.verify(r.id)
-    with pytest.raises(BlobMissing):
-        store.local_path(r.id)
+        assert store.local_path(r.id).read_bytes() == b"x" * 10_000
+
+    def test_put_bytes_repairs_a_corrupt_blob(self, store):
+        r = store.put_bytes(b"payload")
+        self.corrupt(store, r.id, b"rotten")
+        assert store.put_bytes(b"payload").written
+        store.verify(r.id)
+
+    def test_put_of_an_existing_blob_touches_it(self, store, src):
+        r = store.put(src)
+        self.age(store, r.id, 3600)
+        store.put(src, blob_id=r.id)
+        assert store.mtime(r.id) > time.time() - 60
+        self.age(store, r.id, 3600)
+        store.put(src)
+        assert store.mtime(r.id) > time.time() - 60
+        b = store.put_bytes(b"payload")
+        self.age(store, b.id, 3600)
+        store.put_bytes(b"payload")
+        assert store.mtime(b.id) > time.time() - 60
+
+    # --- reading and verifying -------------------------------------------------
+
+    def test_verify_catches_corruption_and_missing(self, store):
+        r = store.put_bytes(b"payload")
+        store.verify(r.id)
+        self.corrupt(store, r.id, b"tampered")
+        with pytest.raises(BlobCorrupt) as err:
+            store.verify(r.id)
+        assert err.value.blob_id == r.id and err.value.actual == sha(b"tampered")
+        store.delete(r.id)
+        for method in (store.verify, store.local_path, store.open, store.size, store.mtime):
+            with pytest.raises(BlobMissing):
+                method(r.id)
+
+    def test_copy_out_reproduces_bytes_and_refuses_to_overwrite(self, store, tmp_path):
+        data = os.urandom(3 * 1024 * 1024 + 7)
+        r = store.put_bytes(data)
+        dest = tmp_path / "out.bin"
+        assert copy_out(store, r.id, dest) == len(data)
+        assert dest.read_bytes() == data
+        with pytest.raises(FileExistsError):
+            copy_out(store, r.id, dest)
+        assert dest.read_bytes() == data
+
+    def test_copy_out_refuses_corrupt_bytes_and_leaves_nothing(self, store, tmp_path):
+        r = store.put_bytes(b"the committed bytes")
+        self.corrupt(store, r.id, b"the committed bytez")
+        dest = tmp_path / "out.bin"
+        with pytest.raises(BlobCorrupt):
+            copy_out(store, r.id, dest)
+        assert not dest.exists()
+        store.delete(r.id)
+        with pytest.raises(BlobMissing):
+            copy_out(store, r.id, dest)
+        assert not dest.exists()
+
+    def test_rejects_non_ids(self, store, tmp_path):
+        src = tmp_path / "a"
+        src.write_bytes(b"a")
+        calls = (store.has, store.open, store.local_path, store.verify, store.delete,
+                 store.size, store.mtime, store.touch,
+                 lambda bad: store.put(src, blob_id=bad))  # fmt: skip
+        for bad in ("../../etc/passwd", "abc", "G" * 64, "A" * 64):
+            for call in calls:
+                with pytest.raises(ValueError):
+                    call(bad)
+
+    # --- upkeep ----------------------------------------------------------------
+
+    def test_touch_makes_a_blob_young(self, store):
+        r = store.put_bytes(b"payload")
+        assert abs(store.mtime(r.id) - time.time()) < 60
+        self.age(store, r.id, 3600)
+        before = store.mtime(r.id)
+        store.touch(r.id)
+        assert store.mtime(r.id) > before + 3000
+        store.delete(r.id)
+        with pytest.raises(BlobMissing):
+            store.touch(r.id)
+
+    def test_delete_and_iter(self, store):
+        ids = sorted(store.put_bytes(d).id for d in (b"a", b"b", b"c"))
+        assert list(store.iter()) == ids
+        assert store.size(ids[0]) == 1
+        store.delete(ids[1])
+        store.delete(ids[1])  # absent: nothing happens
+        assert list(store.iter()) == [ids[0], ids[2]]
+        assert not store.has(ids[1]) and store.has(ids[0])
+
+    def test_stale_temps_are_listed_by_age_and_removed(self, store):
+        old = self.leave_temp(store, 7200)
+        young = self.leave_temp(store, 0)
+        assert store.stale_temps(3600) == [old]
+        assert sorted(store.stale_temps(-60)) == sorted([old, young])
+        store.remove_temp(old)
+        store.remove_temp(old)  # gone: nothing happens
+        assert store.stale_temps(3600) == []
+        assert store.stale_temps(-60) == [young]
 
 
-def test_copy_out_reproduces_bytes_and_refuses_to_overwrite(tmp_path):
-    store = LocalObjectStore(tmp_path / "o")
-    data = os.urandom(3 * 1024 * 1024 + 7)
-    r = store.put_bytes(data)
-    dest = tmp_path / "out.bin"
-    copy_out(store, r.id, dest)
-    assert dest.read_bytes() == data
-    with pytest.raises(FileExistsError):
-        copy_out(store, r.id, dest)
+class TestLocalObjectStore(ObjectStoreTests):
+    @pytest.fixture
+    def store(self, tmp_path):
+        return LocalObjectStore(tmp_path / "objects")
+
+    def corrupt(self, store, blob_id, data):
+        path = store.local_path(blob_id)
+        os.chmod(path, 0o644)
+        path.write_bytes(data)
+        os.chmod(path, 0o444)
+
+    def age(self, store, blob_id, seconds):
+        t = time.time() - seconds
+        os.utime(store.local_path(blob_id), (t, t))
+
+    def leave_temp(self, store, age):
+        store.tmp.mkdir(parents=True, exist_ok=True)
+        path = store.tmp / f"blob-dead{len(list(store.tmp.iterdir()))}"
+        path.write_bytes(b"half a blob")
+        t = time.time() - age
+        os.utime(path, (t, t))
+        return path.name
+
+    def test_layout(self, store, src, tmp_path):
+        r = store.put(src)
+        assert store.local_path(r.id) == tmp_path / "objects" / r.id[:2] / r.id[2:]
+        assert not any(store.tmp.iterdir())  # no temp file left behind
+
+    def test_remove_temp_takes_bare_names_only(self, store, tmp_path):
+        victim = tmp_path / "victim"
+        victim.write_bytes(b"keep me")
+        for bad in ("", ".", "..", "../../victim", "/etc/passwd", "a/b"):
+            with pytest.raises(ValueError):
+                store.remove_temp(bad)
+        assert victim.exists()
 
 
-def test_rejects_non_ids(tmp_path):
-    store = LocalObjectStore(tmp_path / "o")
-    for bad in ("../../etc/passwd", "abc", "G" * 64):
-        with pytest.raises(ValueError):
-            store.has(bad)
+class TestMemoryObjectStore(ObjectStoreTests):
+    @pytest.fixture
+    def store(self, tmp_path):
+        return MemoryObjectStore()
+
+    def corrupt(self, store, blob_id, data):
+        store._blobs[blob_id] = data
+        store._drop_spill(blob_id)
+
+    def age(self, store, blob_id, seconds):
+        store._mtimes[blob_id] = time.time() - seconds
+
+    def leave_temp(self, store, age):
+        name = f"blob-dead{len(store._temps)}"
+        store._temps[name] = time.time() - age
+        return name
+
+    def test_local_path_spills_into_a_private_folder_removed_with_the_store(self):
+        store = MemoryObjectStore()
+        r = store.put_bytes(b"payload")
+        path = store.local_path(r.id)
+        assert path.read_bytes() == b"payload"
+        folder = path.parent
+        store.delete(r.id)
+        assert not path.exists()
+        store.local_path(store.put_bytes(b"other").id)
+        del store
+        gc.collect()
+        assert not folder.exists()

@@ -1,0 +1,120 @@
+"""What every object store shares: blob ids, the `ObjectStore` protocol, and `copy_out`.
+
+A blob's id is the sha256 hex of its bytes. Stores map ids to bytes; they never know who
+refers to a blob. Everything here works on any store, local or remote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, NewType, Protocol
+
+from mint.store.errors import BlobCorrupt
+
+BlobId = NewType("BlobId", str)
+
+CHUNK = 1024 * 1024
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def is_blob_id(value: str) -> bool:
+    """True for a full sha256 hex id (64 lowercase hex digits)."""
+    return isinstance(value, str) and bool(_HEX64.match(value))
+
+
+def check_blob_id(value: str) -> BlobId:
+    """VALUE as a BlobId; ValueError if it is not one (ids become paths and keys)."""
+    if not is_blob_id(value):
+        raise ValueError(f"not a blob id: {value!r}")
+    return BlobId(value)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The sha256 hex of a file, read in large chunks."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+@dataclass(frozen=True)
+class PutResult:
+    """What a put stored: the id, the size, and whether bytes were written."""
+
+    id: BlobId
+    size: int
+    written: bool  # False when a good copy was already there
+
+
+class ObjectStore(Protocol):
+    """Content-addressed bytes. Every method that takes an id raises ValueError for a
+    string that is not one, and BlobMissing where a blob must exist and does not."""
+
+    def put(self, path: str | os.PathLike, *, blob_id: str | None = None) -> PutResult:
+        """Store the file's bytes, hashed as they are copied.
+
+        With `blob_id` (the caller's hash), bytes that hash otherwise raise BlobChanged and
+        nothing is stored. A blob already stored is re-hashed: a good one is only touched,
+        a corrupt one is replaced by the new bytes."""
+
+    def put_bytes(self, data: bytes) -> PutResult:
+        """Store DATA; same rules as `put`."""
+
+    def open(self, blob_id: str) -> BinaryIO:
+        """A binary file object that reads the blob (not verified: see `copy_out`)."""
+
+    def local_path(self, blob_id: str) -> Path:
+        """A read-only file on local disk that holds the blob's bytes."""
+
+    def has(self, blob_id: str) -> bool:
+        """Whether the blob is stored."""
+
+    def verify(self, blob_id: str) -> None:
+        """Re-hash the blob; raise BlobMissing or BlobCorrupt."""
+
+    def delete(self, blob_id: str) -> None:
+        """Remove the blob; nothing happens if it is absent."""
+
+    def iter(self) -> Iterator[BlobId]:
+        """Every stored blob id."""
+
+    def size(self, blob_id: str) -> int:
+        """The blob's size in bytes."""
+
+    def mtime(self, blob_id: str) -> float:
+        """When the blob was last written or touched, in seconds since the epoch."""
+
+    def touch(self, blob_id: str) -> None:
+        """Make the blob young again, so that gc's grace period covers it anew."""
+
+    def stale_temps(self, older_than: float) -> list[str]:
+        """Names of temp files, left by writers that died, older than OLDER_THAN seconds."""
+
+    def remove_temp(self, name: str) -> None:
+        """Remove one temp file named by `stale_temps`; nothing happens if it is gone."""
+
+
+def copy_out(store: ObjectStore, blob_id: str, dest: str | os.PathLike) -> int:
+    """Write a blob's bytes to a new file at DEST, hashing them on the way.
+
+    DEST must not exist (FileExistsError). If the bytes do not hash to BLOB_ID, DEST is
+    removed and BlobCorrupt is raised. Returns the number of bytes written."""
+    digest = hashlib.sha256()
+    size = 0
+    with store.open(blob_id) as src:
+        with open(dest, "xb") as dst:
+            try:
+                while chunk := src.read(CHUNK):
+                    digest.update(chunk)
+                    dst.write(chunk)
+                    size += len(chunk)
+                if digest.hexdigest() != blob_id:
+                    raise BlobCorrupt(blob_id, digest.hexdigest())
+            except BaseException:
+                dst.close()
+                os.unlink(dest)
+                raise
+    return size

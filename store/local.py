@@ -1,0 +1,218 @@
+"""`LocalObjectStore`: blobs as read-only files under `root/ab/cdef…`.
+
+A write goes to a temp file in `root/tmp/`, hashed as it is written, fsynced, made
+read-only and renamed into place, so a blob file is always whole and always the bytes of
+its id (unless the disk itself corrupts it: `verify` and a later `put` catch and repair
+that). Temp files of writers that died stay in `root/tmp/` until gc removes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from mint.store.base import CHUNK, BlobId, PutResult, check_blob_id, is_blob_id
+from mint.store.errors import BlobChanged, BlobCorrupt, BlobMissing
+
+READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+
+
+class LocalObjectStore:
+    """Blobs as read-only files under `root/ab/cdef…`, written atomically and fsynced."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+        self.tmp = self.root / "tmp"
+
+    def __repr__(self) -> str:
+        return f"LocalObjectStore({str(self.root)!r})"
+
+    def _path(self, blob_id: str) -> Path:
+        check_blob_id(blob_id)
+        return self.root / blob_id[:2] / blob_id[2:]
+
+    # --- writing ---------------------------------------------------------------
+
+    def put(self, path: str | os.PathLike, *, blob_id: str | None = None) -> PutResult:
+        """Store the file at PATH, hashing the bytes as they are copied (see ObjectStore)."""
+        if blob_id is not None:
+            blob_id = check_blob_id(blob_id)
+            kept = self._keep_existing(blob_id)
+            if kept is not None:
+                return PutResult(blob_id, kept, False)
+        tmp, actual, size = self._write_temp(_read_chunks(path))
+        try:
+            if blob_id is not None and actual != blob_id:
+                raise BlobChanged(str(path), blob_id, actual)
+            if blob_id is None:
+                kept = self._keep_existing(actual)
+                if kept is not None:
+                    return PutResult(actual, kept, False)
+            return self._publish(tmp, actual, size)
+        finally:
+            _unlink(tmp)
+
+    def put_bytes(self, data: bytes) -> PutResult:
+        """Store DATA (see ObjectStore.put)."""
+        blob_id = BlobId(hashlib.sha256(data).hexdigest())
+        kept = self._keep_existing(blob_id)
+        if kept is not None:
+            return PutResult(blob_id, kept, False)
+        tmp, _, size = self._write_temp([data])
+        try:
+            return self._publish(tmp, blob_id, size)
+        finally:
+            _unlink(tmp)
+
+    def _keep_existing(self, blob_id: BlobId) -> int | None:
+        """The size of a good stored copy, touched first so gc spares it; None when the
+        blob is absent or corrupt (then the caller writes it)."""
+        try:
+            self.touch(blob_id)
+            with open(self._path(blob_id), "rb") as f:
+                good = hashlib.file_digest(f, "sha256").hexdigest() == blob_id
+                return os.fstat(f.fileno()).st_size if good else None
+        except FileNotFoundError:  # BlobMissing too: gone, perhaps just now
+            return None
+
+    def _write_temp(self, chunks: Iterable[bytes]) -> tuple[Path, BlobId, int]:
+        """Write CHUNKS to a new fsynced temp file. Returns (its path, sha256, size)."""
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=self.tmp, prefix="blob-")
+        tmp = Path(name)
+        try:
+            digest, size = hashlib.sha256(), 0
+            with os.fdopen(fd, "wb") as dst:
+                for chunk in chunks:
+                    digest.update(chunk)
+                    dst.write(chunk)
+                    size += len(chunk)
+                dst.flush()
+                os.fsync(dst.fileno())
+            return tmp, BlobId(digest.hexdigest()), size
+        except BaseException:
+            _unlink(tmp)
+            raise
+
+    def _publish(self, tmp: Path, blob_id: BlobId, size: int) -> PutResult:
+        """Rename a verified temp file into place; it replaces a corrupt copy, if any."""
+        final = self._path(blob_id)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(tmp, READ_ONLY)
+        os.replace(tmp, final)
+        _fsync_dir(final.parent)
+        return PutResult(blob_id, size, True)
+
+    # --- reading ---------------------------------------------------------------
+
+    def open(self, blob_id: str) -> BinaryIO:
+        """A file object on the blob's bytes."""
+        try:
+            return open(self._path(blob_id), "rb")
+        except FileNotFoundError:
+            raise BlobMissing(blob_id) from None
+
+    def local_path(self, blob_id: str) -> Path:
+        """The blob's own read-only file."""
+        path = self._path(blob_id)
+        if not path.exists():
+            raise BlobMissing(blob_id)
+        return path
+
+    def has(self, blob_id: str) -> bool:
+        """Whether the blob is stored."""
+        return self._path(blob_id).exists()
+
+    def verify(self, blob_id: str) -> None:
+        """Re-hash the blob; raise BlobMissing or BlobCorrupt."""
+        with self.open(blob_id) as f:
+            actual = hashlib.file_digest(f, "sha256").hexdigest()
+        if actual != blob_id:
+            raise BlobCorrupt(blob_id, actual)
+
+    def size(self, blob_id: str) -> int:
+        """The blob's size in bytes."""
+        return self._stat(blob_id).st_size
+
+    def mtime(self, blob_id: str) -> float:
+        """When the blob was last written or touched (seconds since the epoch)."""
+        return self._stat(blob_id).st_mtime
+
+    def _stat(self, blob_id: str) -> os.stat_result:
+        try:
+            return self._path(blob_id).stat()
+        except FileNotFoundError:
+            raise BlobMissing(blob_id) from None
+
+    def iter(self) -> Iterator[BlobId]:
+        """Every stored blob id, in order."""
+        if not self.root.exists():
+            return
+        for sub in sorted(self.root.iterdir()):
+            if len(sub.name) != 2 or not sub.is_dir():
+                continue
+            for f in sorted(sub.iterdir()):
+                if is_blob_id(sub.name + f.name):
+                    yield BlobId(sub.name + f.name)
+
+    # --- upkeep ----------------------------------------------------------------
+
+    def touch(self, blob_id: str) -> None:
+        """Set the blob's mtime to now: gc's grace period covers it anew."""
+        try:
+            os.utime(self._path(blob_id))
+        except FileNotFoundError:
+            raise BlobMissing(blob_id) from None
+
+    def delete(self, blob_id: str) -> None:
+        """Remove the blob; nothing happens if it is absent."""
+        _unlink(self._path(blob_id))
+
+    def stale_temps(self, older_than: float) -> list[str]:
+        """Names of temp files in `root/tmp/` older than OLDER_THAN seconds."""
+        cutoff = time.time() - older_than
+        try:
+            entries = list(self.tmp.iterdir())
+        except FileNotFoundError:
+            return []
+        stale = []
+        for entry in entries:
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    stale.append(entry.name)
+            except FileNotFoundError:
+                continue  # its writer finished meanwhile
+        return sorted(stale)
+
+    def remove_temp(self, name: str) -> None:
+        """Remove the temp file NAME (a bare name from `stale_temps`)."""
+        if not name or name in (".", "..") or Path(name).name != name:
+            raise ValueError(f"not a temp file name: {name!r}")
+        _unlink(self.tmp / name)
+
+
+def _read_chunks(path: str | os.PathLike) -> Iterator[bytes]:
+    with open(path, "rb") as src:
+        while chunk := src.read(CHUNK):
+            yield chunk
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
