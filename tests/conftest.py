@@ -119,3 +119,10 @@ def snapshot(repo) -> tuple:
             for t in schema.metadata.sorted_tables
         )
     return blobs, rows
+
+
+def pytest_collection_modifyitems(items):
+    """Tests on the trained demo MoL share one xdist worker, so it is trained once."""
+    for item in items:
+        if "demo" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("demo"))
