@@ -8,6 +8,7 @@ that). Temp files of writers that died stay in `root/tmp/` until gc removes them
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import stat
@@ -46,17 +47,15 @@ class LocalObjectStore:
             kept = self._keep_existing(blob_id)
             if kept is not None:
                 return PutResult(blob_id, kept, False)
-        tmp, actual, size = self._write_temp(_read_chunks(path))
-        try:
+        with _Temp(self.tmp) as temp:
+            actual, size = temp.write(_read_chunks(path))
             if blob_id is not None and actual != blob_id:
                 raise BlobChanged(str(path), blob_id, actual)
             if blob_id is None:
                 kept = self._keep_existing(actual)
                 if kept is not None:
                     return PutResult(actual, kept, False)
-            return self._publish(tmp, actual, size)
-        finally:
-            _unlink(tmp)
+            return self._publish(temp, actual, size)
 
     def put_bytes(self, data: bytes) -> PutResult:
         """Store DATA (see ObjectStore.put)."""
@@ -64,11 +63,9 @@ class LocalObjectStore:
         kept = self._keep_existing(blob_id)
         if kept is not None:
             return PutResult(blob_id, kept, False)
-        tmp, _, size = self._write_temp([data])
-        try:
-            return self._publish(tmp, blob_id, size)
-        finally:
-            _unlink(tmp)
+        with _Temp(self.tmp) as temp:
+            _, size = temp.write([data])
+            return self._publish(temp, blob_id, size)
 
     def _keep_existing(self, blob_id: BlobId) -> int | None:
         """The size of a good stored copy, touched first so gc spares it; None when the
@@ -81,31 +78,14 @@ class LocalObjectStore:
         except FileNotFoundError:  # BlobMissing too: gone, perhaps just now
             return None
 
-    def _write_temp(self, chunks: Iterable[bytes]) -> tuple[Path, BlobId, int]:
-        """Write CHUNKS to a new fsynced temp file. Returns (its path, sha256, size)."""
-        self.tmp.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=self.tmp, prefix="blob-")
-        tmp = Path(name)
-        try:
-            digest, size = hashlib.sha256(), 0
-            with os.fdopen(fd, "wb") as dst:
-                for chunk in chunks:
-                    digest.update(chunk)
-                    dst.write(chunk)
-                    size += len(chunk)
-                dst.flush()
-                os.fsync(dst.fileno())
-            return tmp, BlobId(digest.hexdigest()), size
-        except BaseException:
-            _unlink(tmp)
-            raise
-
-    def _publish(self, tmp: Path, blob_id: BlobId, size: int) -> PutResult:
+    def _publish(self, temp: _Temp, blob_id: BlobId, size: int) -> PutResult:
         """Rename a verified temp file into place; it replaces a corrupt copy, if any."""
         final = self._path(blob_id)
         final.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(tmp, READ_ONLY)
-        os.replace(tmp, final)
+        os.fchmod(temp.fd, READ_ONLY)
+        _set_mtime_now(temp.fd)
+        os.replace(temp.path, final)
+        temp.published = True
         _fsync_dir(final.parent)
         return PutResult(blob_id, size, True)
 
@@ -166,7 +146,7 @@ class LocalObjectStore:
     def touch(self, blob_id: str) -> None:
         """Set the blob's mtime to now: gc's grace period covers it anew."""
         try:
-            os.utime(self._path(blob_id))
+            _set_mtime_now(self._path(blob_id))
         except FileNotFoundError:
             raise BlobMissing(blob_id) from None
 
@@ -175,7 +155,8 @@ class LocalObjectStore:
         _unlink(self._path(blob_id))
 
     def stale_temps(self, older_than: float) -> list[str]:
-        """Names of temp files in `root/tmp/` older than OLDER_THAN seconds."""
+        """Names of temp files in `root/tmp/` older than OLDER_THAN seconds whose writer
+        is gone (a live writer holds a lock on its temp file)."""
         cutoff = time.time() - older_than
         try:
             entries = list(self.tmp.iterdir())
@@ -184,23 +165,88 @@ class LocalObjectStore:
         stale = []
         for entry in entries:
             try:
-                if entry.stat().st_mtime < cutoff:
+                if entry.stat().st_mtime < cutoff and not _locked(entry):
                     stale.append(entry.name)
             except FileNotFoundError:
                 continue  # its writer finished meanwhile
         return sorted(stale)
 
     def remove_temp(self, name: str) -> None:
-        """Remove the temp file NAME (a bare name from `stale_temps`)."""
+        """Remove the temp file NAME (a bare name from `stale_temps`); one whose writer
+        is alive, or that is gone, is left alone."""
         if not name or name in (".", "..") or Path(name).name != name:
             raise ValueError(f"not a temp file name: {name!r}")
-        _unlink(self.tmp / name)
+        path = self.tmp / name
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _unlink(path)
+        except BlockingIOError:
+            pass  # its writer is alive
+        finally:
+            os.close(fd)
+
+
+class _Temp:
+    """A new temp file, locked by its writer until it is published or removed.
+
+    The lock is how `stale_temps` tells a live writer's file from one left by a writer
+    that died: the kernel releases a dead process's locks."""
+
+    def __init__(self, folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.fd, name = tempfile.mkstemp(dir=folder, prefix="blob-")
+        self.path = Path(name)
+        self.published = False
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __enter__(self) -> _Temp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.published:
+            _unlink(self.path)
+        os.close(self.fd)
+
+    def write(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
+        """Write CHUNKS, hashing them, and fsync. Returns (sha256, size)."""
+        digest, size = hashlib.sha256(), 0
+        for chunk in chunks:
+            digest.update(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(self.fd, view) :]
+            size += len(chunk)
+        os.fsync(self.fd)
+        return BlobId(digest.hexdigest()), size
 
 
 def _read_chunks(path: str | os.PathLike) -> Iterator[bytes]:
     with open(path, "rb") as src:
         while chunk := src.read(CHUNK):
             yield chunk
+
+
+def _locked(path: Path) -> bool:
+    """Whether a live writer holds PATH's lock."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _set_mtime_now(target: int | Path) -> None:
+    """Stamp the mtime from the same clock gc reads (the kernel's own stamp is coarser,
+    and can fall a tick behind `time.time()`)."""
+    now = time.time_ns()
+    os.utime(target, ns=(now, now))
 
 
 def _unlink(path: Path) -> None:

@@ -4,6 +4,7 @@
 tests do); each subclass gives a fresh store and a way to damage a stored blob.
 """
 
+import fcntl
 import gc
 import hashlib
 import os
@@ -190,12 +191,14 @@ class ObjectStoreTests:
     # --- upkeep ----------------------------------------------------------------
 
     def test_touch_makes_a_blob_young(self, store):
+        before_put = time.time()
         r = store.put_bytes(b"payload")
-        assert abs(store.mtime(r.id) - time.time()) < 60
+        assert before_put <= store.mtime(r.id) <= time.time()  # gc compares with time.time()
         self.age(store, r.id, 3600)
         before = store.mtime(r.id)
+        before_touch = time.time()
         store.touch(r.id)
-        assert store.mtime(r.id) > before + 3000
+        assert store.mtime(r.id) > before + 3000 and store.mtime(r.id) >= before_touch
         store.delete(r.id)
         with pytest.raises(BlobMissing):
             store.touch(r.id)
@@ -247,6 +250,15 @@ class TestLocalObjectStore(ObjectStoreTests):
         r = store.put(src)
         assert store.local_path(r.id) == tmp_path / "objects" / r.id[:2] / r.id[2:]
         assert not any(store.tmp.iterdir())  # no temp file left behind
+
+    def test_a_live_writers_temp_is_not_stale(self, store):
+        live = self.leave_temp(store, 7200)
+        with open(store.tmp / live, "rb") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # as a writer that still runs holds it
+            assert store.stale_temps(3600) == []
+            store.remove_temp(live)
+            assert (store.tmp / live).exists()
+        assert store.stale_temps(3600) == [live]  # the writer is gone: its lock with it
 
     def test_remove_temp_takes_bare_names_only(self, store, tmp_path):
         victim = tmp_path / "victim"
