@@ -29,7 +29,7 @@ from mint.objects import (
     TensorDiff,
     TensorEntry,
 )
-from mint.refs import RefsContainer, check_name, find_line, resolve
+from mint.refs import RefsContainer, check_name, check_text, find_line, resolve
 from mint.repo import Repo
 from mint.sets.layout import set_layout
 
@@ -51,6 +51,9 @@ def commit(
     transaction that refers to them; the head moves by compare-and-swap.
     """
     check_name("line", line)
+    check_text("message", message)
+    for key, value in (meta or {}).items():
+        check_text("metadata", f"{key}={value}")
     scanned = scan_adapter(adapter_dir)
     with repo.db.read() as conn:
         base_row = find_base(conn, scanned.base_name, base)

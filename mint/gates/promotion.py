@@ -30,7 +30,7 @@ from mint.gates.evaluations import latest_evaluation_any_version
 from mint.gates.history import move_of
 from mint.ids import Action, CommitId, RefKind, iso, utcnow
 from mint.objects import Approval, Evaluation, GateReport, Move
-from mint.refs import Ref, RefsContainer, check_name, resolve
+from mint.refs import Ref, RefsContainer, check_name, check_text, resolve
 from mint.repo import Repo
 
 PROMOTE_ATTEMPTS = 20
@@ -80,6 +80,7 @@ def promote(
     """Move LINE@CHANNEL to REV if the gate passes (or with force and a reason)."""
     if force and not (reason and reason.strip()):
         raise ForceNeedsReason(channel)
+    check_text("reason", reason)
     for _ in range(PROMOTE_ATTEMPTS):
         try:
             return _promote_once(repo, rev, channel, contract, force, reason, by)
@@ -142,6 +143,7 @@ def rollback(
     line, _, channel = ref.partition("@")
     if not line or not channel:
         raise RevisionNotFound(ref, "expected LINE@CHANNEL")
+    check_text("reason", reason)
     with repo.db.write() as conn:
         refs = RefsContainer(conn)
         current = refs.get(line, channel)

@@ -18,6 +18,7 @@ from mint.ids import CommitId, RefKind
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _HEX = re.compile(r"^[0-9a-f]{7,64}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _REV = re.compile(r"^(?P<base>[^~]+)(?P<tilde>(?:~\d*)*)$")
 
 
@@ -34,6 +35,14 @@ def check_name(kind: str, name: str) -> str:
     return name
 
 
+def check_text(what: str, value: str | None) -> str | None:
+    """Free text that is stored (messages, reasons): any characters but NUL, which
+    PostgreSQL's text columns cannot hold."""
+    if value is not None and "\x00" in value:
+        raise InvalidName(what, value.replace("\x00", "\\0"), "it contains a NUL character")
+    return value
+
+
 def is_hex_prefix(text: str) -> bool:
     return bool(_HEX.match(text))
 
@@ -48,7 +57,7 @@ class Resolved:
 
 def resolve(conn: Connection, rev: str) -> Resolved:
     """Resolve any revision form to one commit id, or raise RevisionNotFound/AmbiguousRevision."""
-    m = _REV.match(rev.strip()) if isinstance(rev, str) else None
+    m = _REV.match(rev.strip()) if isinstance(rev, str) and not _CONTROL.search(rev) else None
     if not m:
         raise RevisionNotFound(str(rev), "malformed revision")
     resolved = _resolve_base(conn, m.group("base"), rev)

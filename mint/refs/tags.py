@@ -10,7 +10,7 @@ from mint.errors import RefExists, RevisionNotFound, TagExists, WrongKind
 from mint.ids import Action, CommitId, RefKind, iso
 from mint.objects import RefInfo
 from mint.refs.container import Ref, RefsContainer
-from mint.refs.revisions import check_name, resolve
+from mint.refs.revisions import check_name, check_text, resolve
 from mint.repo import Repo
 
 
@@ -34,6 +34,7 @@ def tag(
 
 def tag_in(conn, tag_name: str, rev: str, *, by: str, message=None, force=False) -> RefInfo:
     """`tag` inside the caller's transaction (a pull tags in the transaction it commits in)."""
+    check_text("message", message)
     target = resolve(conn, rev).id
     line, name = split_tag(tag_name, rows.commit_row(conn, target).line)
     check_name("tag", name)

@@ -14,7 +14,7 @@ from mint.commits.operations import line_head, record
 from mint.errors import BaseMismatch, InvalidConfig, WrongKind
 from mint.ids import Kind, Role, utcnow
 from mint.objects import AdapterFiles, CommitResult, FileEntry, Member, SetSpec
-from mint.refs import resolve
+from mint.refs import check_text, resolve
 from mint.repo import Repo
 from mint.sets.mol import MOL, MolFile, parse_mol
 
@@ -28,6 +28,7 @@ def set_commit(
     provenance: dict | None = None,
 ) -> CommitResult:
     """Resolve every member to a commit id, store the prompts, and record a set commit."""
+    check_text("message", message)
     mol = parse_mol(path)
     prompts = {p: _read_prompt(mol.folder, p) for p in (mol.route_prompt, mol.summary_prompt)}
     with repo.db.read() as conn:
