@@ -1,4 +1,10 @@
-"""fsck and gc. The live set comes from the database; the store never knows who refers to it."""
+"""fsck and gc. The live set comes from the database; the store never knows who refers to it.
+
+gc races with commits, which write their blobs before the transaction that refers to
+them. Two rules keep a blob a commit needs: a blob written or touched within the grace
+period stays, and right before each deletion gc asks the database again whether the blob
+became live and the store whether it became young.
+"""
 
 from __future__ import annotations
 
@@ -7,33 +13,48 @@ import time
 import sqlalchemy as sa
 
 from mint import schema as s
+from mint.errors import InvalidConfig
 from mint.objects import FsckReport, GcPlan
 from mint.repo import Repo
-from mint.store import BlobCorrupt, BlobMissing
+from mint.store import BlobCorrupt, BlobMissing, ObjectStore
 
 DEFAULT_GRACE_SECONDS = 3600
 
 
 def live_blobs(conn) -> set[str]:
+    """Every blob id that some commit's files refer to."""
     return {r[0] for r in conn.execute(sa.select(s.files.c.blob_id).distinct())}
+
+
+def is_live(conn, blob_id: str) -> bool:
+    """Whether some commit's files refer to BLOB_ID (one indexed lookup)."""
+    q = sa.select(sa.literal(1)).where(s.files.c.blob_id == blob_id).limit(1)
+    return conn.execute(q).first() is not None
+
+
+# --- fsck ----------------------------------------------------------------------
 
 
 def fsck(repo: Repo) -> FsckReport:
     """Re-hash every blob, and check that every reference points at something that exists."""
     problems: list[str] = []
     with repo.db.read() as conn:
-        live = live_blobs(conn)
         commits = {r[0] for r in conn.execute(sa.select(s.commits.c.id))}
         problems += _dangling_refs(conn, commits)
     stored = set()
     for blob_id in repo.store.iter():
-        stored.add(blob_id)
         try:
             repo.store.verify(blob_id)
         except BlobCorrupt as exc:
             problems.append(f"corrupt blob {blob_id}: its bytes hash to {exc.actual}")
+        except BlobMissing:
+            continue  # deleted while we looked (a gc that runs meanwhile)
+        stored.add(blob_id)
+    with repo.db.read() as conn:  # after the blobs: a commit made meanwhile has its blobs
+        live = live_blobs(conn)
     for blob_id in sorted(live - stored):
-        problems.append(f"missing blob {blob_id}, referred to by a commit")
+        if not repo.store.has(blob_id):
+            problems.append(f"missing blob {blob_id}, referred to by a commit")
     return FsckReport(len(stored), len(commits), problems, sorted(stored - live))
 
 
@@ -45,7 +66,8 @@ def _dangling_refs(conn, commits: set[str]) -> list[str]:
     for r in conn.execute(sa.select(s.refs.c.line, s.refs.c.name, s.refs.c.target)):
         if r.target not in commits:
             out.append(f"{r.line}@{r.name} points at missing commit {r.target}")
-    for r in conn.execute(sa.select(s.commit_parents.c.commit_id, s.commit_parents.c.parent_id)):
+    parents = sa.select(s.commit_parents.c.commit_id, s.commit_parents.c.parent_id)
+    for r in conn.execute(parents):
         if r.parent_id not in commits:
             out.append(f"commit {r.commit_id} has missing parent {r.parent_id}")
     for r in conn.execute(sa.select(s.set_members.c.commit_id, s.set_members.c.member_id)):
@@ -54,36 +76,71 @@ def _dangling_refs(conn, commits: set[str]) -> list[str]:
     return out
 
 
-def gc(repo: Repo, *, dry_run: bool = False, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> GcPlan:
-    """Plan, then (unless dry_run) delete blobs that no commit refers to.
+# --- gc ------------------------------------------------------------------------
 
-    Blobs younger than the grace period stay: a commit writes its blobs before the
-    transaction that refers to them, and gc must not race it.
-    """
-    with repo.db.read() as conn:
-        live = live_blobs(conn)
-    cutoff = time.time() - grace_seconds
-    doomed = [b for b in repo.store.iter() if b not in live and _mtime(repo, b) < cutoff]
-    temps = repo.store.stale_temps(grace_seconds)
-    plan = GcPlan(doomed, sum(_size(repo, b) for b in doomed), [str(t) for t in temps], executed=False)
+
+def gc(
+    repo: Repo, *, dry_run: bool = False, grace_seconds: float = DEFAULT_GRACE_SECONDS
+) -> GcPlan:
+    """Plan, then (unless DRY_RUN) delete blobs that no commit refers to, and temp files
+    of writers that died. Blobs written or touched in the last GRACE_SECONDS stay.
+
+    The plan lists what would go; after execution, what went (a blob that became live
+    or young meanwhile stays, and is not listed)."""
+    plan, cutoff = plan_gc(repo, grace_seconds=grace_seconds)
     if dry_run:
         return plan
-    for b in doomed:
-        repo.store.delete(b)
-    for t in temps:
-        t.unlink(missing_ok=True)
-    return GcPlan(plan.blobs, plan.bytes, plan.temps, executed=True)
+    return execute_gc(repo, plan, cutoff)
 
 
-def _mtime(repo: Repo, blob_id: str) -> float:
+def plan_gc(repo: Repo, *, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> tuple[GcPlan, float]:
+    """What gc would delete, and the cutoff (seconds since the epoch) its blobs are older
+    than. Nothing changes."""
+    if grace_seconds < 0:
+        raise InvalidConfig("the grace period must be 0 seconds or more")
+    cutoff = time.time() - grace_seconds  # before the live set is read: see execute_gc
+    with repo.db.read() as conn:
+        live = live_blobs(conn)
+    doomed: dict[str, int] = {}
+    for blob_id in repo.store.iter():
+        if blob_id not in live and _older_than(repo.store, blob_id, cutoff):
+            doomed[blob_id] = _size(repo.store, blob_id)
+    temps = repo.store.stale_temps(grace_seconds)
+    plan = GcPlan(sorted(doomed), sum(doomed.values()), temps, executed=False)
+    return plan, cutoff
+
+
+def execute_gc(repo: Repo, plan: GcPlan, cutoff: float) -> GcPlan:
+    """Carry out PLAN (from `plan_gc`, with its CUTOFF). Returns what was deleted.
+
+    Each blob is checked again right before it goes: first the database (a commit
+    inserts its rows after it wrote or touched its blobs), then the blob's age."""
+    deleted, freed = [], 0
+    for blob_id in plan.blobs:
+        with repo.db.read() as conn:
+            if is_live(conn, blob_id):
+                continue
+        if not _older_than(repo.store, blob_id, cutoff):
+            continue
+        size = _size(repo.store, blob_id)
+        repo.store.delete(blob_id)
+        deleted.append(blob_id)
+        freed += size
+    for name in plan.temps:
+        repo.store.remove_temp(name)
+    return GcPlan(deleted, freed, list(plan.temps), executed=True)
+
+
+def _older_than(store: ObjectStore, blob_id: str, cutoff: float) -> bool:
+    """Whether the blob was last written or touched before CUTOFF (False once it is gone)."""
     try:
-        return repo.store.mtime(blob_id)
-    except FileNotFoundError:
-        return time.time()
+        return store.mtime(blob_id) < cutoff
+    except BlobMissing:
+        return False
 
 
-def _size(repo: Repo, blob_id: str) -> int:
+def _size(store: ObjectStore, blob_id: str) -> int:
     try:
-        return repo.store.size(blob_id)
+        return store.size(blob_id)
     except BlobMissing:
         return 0
