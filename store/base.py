@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NewType, Protocol
+from typing import BinaryIO, NewType, Protocol, runtime_checkable
 
 from mint.store.errors import BlobCorrupt
 
@@ -49,6 +49,7 @@ class PutResult:
     written: bool  # False when a good copy was already there
 
 
+@runtime_checkable
 class ObjectStore(Protocol):
     """Content-addressed bytes. Every method that takes an id raises ValueError for a
     string that is not one, and BlobMissing where a blob must exist and does not."""

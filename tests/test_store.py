@@ -10,6 +10,7 @@ import hashlib
 import os
 import stat
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -54,6 +55,9 @@ class ObjectStoreTests:
         return path
 
     # --- writing ---------------------------------------------------------------
+
+    def test_is_an_object_store(self, store):
+        assert isinstance(store, ObjectStore)
 
     def test_put_is_content_addressed(self, store, src):
         r = store.put(src)
@@ -102,6 +106,14 @@ class ObjectStoreTests:
             store.put(src, blob_id=indexed)  # ...and wrong bytes never land under the id
         assert not store.has(indexed) and not store.has(sha(b"v2" * 1000))
         assert store.stale_temps(-60) == []
+
+    def test_concurrent_puts_of_one_blob_agree(self, store):
+        data = os.urandom(256 * 1024)
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: store.put_bytes(data), range(16)))
+        assert {r.id for r in results} == {sha(data)} and any(r.written for r in results)
+        store.verify(sha(data))
+        assert list(store.iter()) == [sha(data)] and store.stale_temps(-60) == []
 
     def test_put_bytes(self, store):
         r = store.put_bytes(b"payload")
