@@ -18,6 +18,7 @@ from mint.errors import DatabaseUnavailable, SchemaOutdated
 SCHEMA_HEAD = "0001"
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+BLOB_GUARD_KEY = 0x6D696E74  # "mint": the advisory lock between gc and blob-referencing writes
 
 
 def sqlite_url(path: Path) -> str:
@@ -91,6 +92,19 @@ class Database:
     @property
     def safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
+
+    def guard_blobs(self, conn: Connection, *, exclusive: bool) -> None:
+        """Serialise gc's deletions with the transactions that start referring to blobs.
+
+        A writer (shared) checks its blobs exist inside the transaction that records them;
+        gc (exclusive) re-checks liveness and deletes under the same lock. So a blob is
+        either seen by the writer and not deleted until its rows are visible, or deleted
+        first and found missing by the writer, which then stores it again. On SQLite the
+        write transaction (BEGIN IMMEDIATE) is that lock already; PostgreSQL takes a
+        transaction-scoped advisory lock."""
+        if self.dialect == "postgresql":
+            fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+            conn.execute(sa.text(f"SELECT {fn}(:key)"), {"key": BLOB_GUARD_KEY})
 
     def check_reachable(self) -> None:
         """Connect once; DatabaseUnavailable says why it failed."""

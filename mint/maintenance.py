@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.errors import InvalidConfig
+from mint.faults import crash_point
 from mint.objects import FsckReport, GcPlan
 from mint.repo import Repo
 from mint.store import BlobCorrupt, BlobMissing, ObjectStore
@@ -117,13 +118,13 @@ def execute_gc(repo: Repo, plan: GcPlan, cutoff: float) -> GcPlan:
     inserts its rows after it wrote or touched its blobs), then the blob's age."""
     deleted, freed = [], 0
     for blob_id in plan.blobs:
-        with repo.db.read() as conn:
-            if is_live(conn, blob_id):
+        crash_point("gc.before-delete")
+        with repo.db.write() as conn:  # held while the blob goes: see Database.guard_blobs
+            repo.db.guard_blobs(conn, exclusive=True)
+            if is_live(conn, blob_id) or not _older_than(repo.store, blob_id, cutoff):
                 continue
-        if not _older_than(repo.store, blob_id, cutoff):
-            continue
-        size = _size(repo.store, blob_id)
-        repo.store.delete(blob_id)
+            size = _size(repo.store, blob_id)
+            repo.store.delete(blob_id)
         deleted.append(blob_id)
         freed += size
     for name in plan.temps:

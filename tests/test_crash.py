@@ -135,3 +135,15 @@ def test_no_crash_point_means_no_crash(based, repo, models, tmp_path):
     proc = subprocess.run([*cmd, "-m", "v1"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert len(api.log(repo, "chat")) == 1
+
+
+def test_gc_killed_between_deletions(based, repo, models):
+    """gc deletes blob by blob; killed between two, it leaves live blobs and a clean fsck."""
+    based("commit", "chat", models["a1"], "-m", "v1")
+    for i in range(3):
+        repo.store.put_bytes(f"orphan {i}".encode())
+    killed_at(repo, "gc.before-delete", "gc", "--grace", "0")
+    assert_whole(repo)
+    assert len(api.fsck(repo).dangling) == 3  # killed before its first deletion
+    assert based("gc", "--grace", "0").code == 0
+    assert api.fsck(repo).dangling == [] and api.fsck(repo).ok

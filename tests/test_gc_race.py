@@ -115,3 +115,29 @@ def test_gc_in_a_loop_never_takes_a_blob_a_commit_needs(based, models):
     report = maintenance.fsck(repo)
     assert report.ok, report.problems
     assert report.dangling == []  # each collector round collects the orphan it left
+
+
+def test_commit_stores_again_a_blob_gc_deleted_under_it(repo, models, monkeypatch):
+    """gc (grace 0) runs between a commit's blob writes and its transaction, and deletes the
+    blobs the commit reused: the transaction finds them missing and the commit stores them
+    again, so it lands whole."""
+    from mint.commits import operations
+
+    api.base_add(repo, "tiny-llama", models["base"])
+    files = sorted(models["a1"].iterdir())
+    for f in files:
+        repo.store.put(f)  # unreferenced: left by an interrupted commit
+    real = operations.crash_point
+    ran = []
+
+    def gc_here(name):
+        if name == "commit.after-blobs" and not ran:
+            ran.append(api.gc(repo, grace_seconds=0))
+        real(name)
+
+    monkeypatch.setattr(operations, "crash_point", gc_here)
+    result = api.commit(repo, "chat", models["a1"], "first", author="t")
+    assert ran and len(ran[0].blobs) == len(files)  # gc did delete the reused blobs
+    for f in api.show(repo, result.id).files.values():
+        repo.store.verify(f.sha256)
+    assert api.fsck(repo).ok

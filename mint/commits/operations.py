@@ -14,7 +14,7 @@ from mint.commits import rows
 from mint.commits.adapter import CONFIG, check_against_base, hash_adapter, scan_adapter
 from mint.commits.files import write_files
 from mint.commits.safetensors import read_tensor_float
-from mint.errors import DestinationNotEmpty, InvalidAdapter, WrongKind
+from mint.errors import BlobMissing, DestinationNotEmpty, InvalidAdapter, WrongKind
 from mint.faults import crash_point
 from mint.ids import CommitId, Kind, utcnow
 from mint.objects import (
@@ -32,6 +32,8 @@ from mint.objects import (
 from mint.refs import RefsContainer, check_name, check_text, find_line, resolve
 from mint.repo import Repo
 from mint.sets.layout import set_layout
+
+GC_RACE_ATTEMPTS = 3
 
 
 def commit(
@@ -75,11 +77,13 @@ def commit(
     )  # fmt: skip
     if head_tree == new.tree:
         return CommitResult(CommitId(head), line, [], created=False)
-    # Every blob goes through put: a new one is copied (and re-hashed on the way), one already
-    # stored is made young again for gc's grace period, and a corrupt one is replaced.
-    puts = [repo.store.put(f.abspath, blob_id=hashed.blobs[f.path]) for f in scanned.files]
-    written = sum(p.size for p in puts if p.written)
-    return record(repo, new, head, written)
+    def store_blobs() -> int:
+        # Every blob goes through put: a new one is copied (and re-hashed on the way), one
+        # already stored is made young again for gc's grace period, a corrupt one replaced.
+        puts = [repo.store.put(f.abspath, blob_id=hashed.blobs[f.path]) for f in scanned.files]
+        return sum(p.size for p in puts if p.written)
+
+    return record(repo, new, head, store_blobs)
 
 
 def line_head(conn, line: str, kind: Kind) -> tuple[str | None, str | None]:
@@ -92,13 +96,26 @@ def line_head(conn, line: str, kind: Kind) -> tuple[str | None, str | None]:
     return row.head, rows.commit_row(conn, row.head).tree
 
 
-def record(repo: Repo, new: rows.NewCommit, head: str | None, written: int) -> CommitResult:
-    """Insert the commit and move the line's head in one transaction (blobs already durable)."""
+def record(repo: Repo, new: rows.NewCommit, head: str | None, store_blobs) -> CommitResult:
+    """Store the blobs (STORE_BLOBS() returns the bytes written), then insert the commit and
+    move the line's head in one transaction that finds every blob in place."""
+    written = store_blobs()
     crash_point("commit.after-blobs")
-    with repo.db.write() as conn:
-        cid = rows.insert_commit(conn, new, dt.datetime.fromisoformat(new.created_at))
-        RefsContainer(conn).advance_head(new.line, new.kind, head, cid)
-        crash_point("commit.in-transaction")
+    for attempt in range(GC_RACE_ATTEMPTS):
+        try:
+            with repo.db.write() as conn:
+                repo.db.guard_blobs(conn, exclusive=False)
+                for f in new.files.values():
+                    if not repo.store.has(f.sha256):
+                        raise BlobMissing(f.sha256)
+                cid = rows.insert_commit(conn, new, dt.datetime.fromisoformat(new.created_at))
+                RefsContainer(conn).advance_head(new.line, new.kind, head, cid)
+                crash_point("commit.in-transaction")
+            break
+        except BlobMissing:  # a gc removed a reused blob before our rows could protect it
+            if attempt == GC_RACE_ATTEMPTS - 1:
+                raise
+            written += store_blobs()
     crash_point("commit.after-transaction")
     return CommitResult(cid, new.line, new.parents, created=True, bytes_written=written)
 

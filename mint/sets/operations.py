@@ -45,8 +45,10 @@ def set_commit(
     )  # fmt: skip
     if head_tree == new.tree:
         return CommitResult(head, mol.name, [], created=False)
-    written = sum(len(d) for d in prompts.values() if repo.store.put_bytes(d).written)
-    return record(repo, new, head, written)
+    def store_prompts() -> int:
+        return sum(len(d) for d in prompts.values() if repo.store.put_bytes(d).written)
+
+    return record(repo, new, head, store_prompts)
 
 
 def roles(mol: MolFile):
