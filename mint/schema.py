@@ -54,6 +54,8 @@ commits = sa.Table(
     sa.Column("peft", sa.JSON, nullable=True),
     sa.Column("config", sa.JSON, nullable=True),  # adapter_config.json, or the set's mol.toml
     sa.Column("source_sha", sa.String(64), nullable=True, index=True),  # hub commit it came from
+    # The identity that pushed it to this registry (its author is kept as written).
+    sa.Column("pushed_by", sa.String(200), nullable=True),
 )
 
 commit_parents = sa.Table(
@@ -172,4 +174,30 @@ approvals = sa.Table(
     sa.Column("by", sa.String(200), nullable=False),
     sa.Column("at", TS, nullable=False),
     sa.UniqueConstraint("commit_id", "channel", "by"),
+)
+
+# --- the registry ----------------------------------------------------------------
+
+# Bearer tokens: only a sha256 of each is kept. A revoked token stays, marked, so its name
+# (the identity history records) is never reused by a new token.
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("hash", HEX, nullable=False, unique=True),
+    sa.Column("role", sa.String(16), nullable=False),  # reader | writer | maintainer | admin
+    sa.Column("lines", sa.JSON, nullable=True),  # globs of the lines it may touch; null: all
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("revoked_at", TS, nullable=True),
+)
+
+# Channels that need a role to move (promote, rollback, force).
+protected_channels = sa.Table(
+    "protected_channels",
+    metadata,
+    sa.Column("channel", sa.String(100), primary_key=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
 )
