@@ -240,3 +240,29 @@ class NothingToRollBack(MintError, LookupError):
 
 class EvaluationFailed(MintError):
     pass
+
+
+# --- moving commits between repositories (push, fetch) -------------------------------
+
+
+class NotFastForward(MintError):
+    """A line head may only move to a descendant of where it is, unless forced."""
+
+    def __init__(self, line: str, head: str, new: str):
+        super().__init__(
+            f"line {line} is at {head[:12]}, and {new[:12]} does not descend from it"
+        )
+        self.line, self.head, self.new = line, head, new
+
+
+class InvalidObject(MintError, ValueError):
+    """A commit, base or evaluation that arrived is malformed or does not match its id."""
+
+
+class MissingObjects(MintError, LookupError):
+    """What an arriving commit refers to (parents, members, blobs) is not here."""
+
+    def __init__(self, what: str, ids: list[str]):
+        shown = ", ".join(i[:12] for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
+        super().__init__(f"missing {what}: {shown}")
+        self.what, self.ids = what, ids

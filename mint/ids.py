@@ -43,6 +43,7 @@ class Kind(StrEnum):
 class RefKind(StrEnum):
     TAG = "tag"
     CHANNEL = "channel"
+    HEAD = "head"  # a line head, in ref_history only: pushed or forced moves
 
 
 class Action(StrEnum):
@@ -53,6 +54,7 @@ class Action(StrEnum):
     PROMOTE = "promote"
     ROLLBACK = "rollback"
     DELETE = "delete"
+    PUSH = "push"
 
 
 class Role(StrEnum):
