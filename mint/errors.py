@@ -266,3 +266,32 @@ class MissingObjects(MintError, LookupError):
         shown = ", ".join(i[:12] for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
         super().__init__(f"missing {what}: {shown}")
         self.what, self.ids = what, ids
+
+
+# --- the registry's identities ---------------------------------------------------------
+
+
+class Unauthenticated(MintError, PermissionError):
+    """No bearer token, or one that is unknown or revoked."""
+
+
+class Forbidden(MintError, PermissionError):
+    """The token's role or line globs do not allow the request."""
+
+    def __init__(self, identity: str, why: str):
+        super().__init__(f"{identity} may not {why}")
+        self.identity, self.why = identity, why
+
+
+class TokenExists(MintError, FileExistsError):
+    """Token names are identities in history: a name is never given out twice."""
+
+    def __init__(self, name: str):
+        super().__init__(f"a token named {name} exists (or existed: names are not reused)")
+        self.name = name
+
+
+class UnknownToken(MintError, LookupError):
+    def __init__(self, name: str):
+        super().__init__(f"no token named {name}")
+        self.name = name
