@@ -295,3 +295,36 @@ class UnknownToken(MintError, LookupError):
     def __init__(self, name: str):
         super().__init__(f"no token named {name}")
         self.name = name
+
+
+# --- a registry seen from a client ------------------------------------------------------
+
+
+class RegistryError(MintError):
+    """The registry answered with an error no other class describes."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class RegistryUnreachable(RegistryError, ConnectionError):
+    pass
+
+
+class LocalOnly(MintError):
+    """An operation that needs the repository's own database and store, given a URL."""
+
+    def __init__(self, operation: str):
+        super().__init__(f"{operation} runs only where the repository is, not against a registry")
+        self.operation = operation
+
+
+class PushRejected(RegistryError):
+    """The registry kept its line head: another push moved it, or ours does not descend."""
+
+    def __init__(self, line: str, ours: str, theirs: str | None, why: str):
+        got = theirs[:12] if theirs else "nothing"
+        super().__init__(f"push of {line} ({ours[:12]}) refused: the registry's {line} is at "
+                         f"{got}; {why}", 409)  # fmt: skip
+        self.line, self.ours, self.theirs, self.why = line, ours, theirs, why
