@@ -6,9 +6,11 @@ provenance `{"source": "hf", "repo", "revision", "sha"}`. The sha is indexed
 (`commits.source_sha`), so a hub commit already in the store is found with one query, whatever
 name it was asked by.
 
-Every setting (endpoint, token, cache, offline) is read from the environment when a pull
-runs, never at import, and passed to `huggingface_hub` explicitly: that library reads its own
-copies at import time. Nothing here prints; the CLI renders the result.
+A pull checks everything before it records anything: every path the hub names (file listings,
+mol.toml's prompts and member folders) is a safe relative path, the files are staged inside the
+repository as new files, and every adapter and the set commit are validated first. A set's
+member commits are recorded before the set commit; should that still fail, they are taken back.
+Nothing here prints; the CLI renders the result.
 """
 
 from __future__ import annotations
@@ -16,9 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,106 +26,30 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.bases import find_base
-from mint.commits.adapter import CONFIG, PICKLE_SUFFIXES, WEIGHTS, check_against_base, scan_adapter
+from mint.bases import find_base, get_base
+from mint.commits.adapter import CONFIG, check_against_base, scan_adapter
 from mint.commits.operations import commit as commit_adapter
-from mint.refs import RefsContainer, check_name, find_line
-from mint.refs.tags import tag as tag_commit
-from mint.sets.mol import parse_mol, render_mol
-from mint.sets.operations import set_commit
 from mint.errors import (
-    HubError,
-    HubGated,
-    HubRepoNotFound,
-    HubRevisionNotFound,
-    HubUnreachable,
-    InvalidAdapter,
-    InvalidConfig,
+    BaseMismatch,
     InvalidHubUri,
     InvalidName,
     NeedsNetwork,
-    PickleRefused,
+    PullLineConflict,
     RefExists,
     WrongKind,
 )
-from mint.ids import CommitId
+from mint.hub.client import HubClient
+from mint.hub.plan import Plan, pinned_mol, plan_commit, stage
+from mint.hub.settings import SCHEME, HubSettings, mint_tag_name, parse_uri
+from mint.ids import CommitId, Kind
+from mint.refs import RefsContainer, check_name, find_line
+from mint.refs.tags import tag as tag_commit
 from mint.repo import Repo
+from mint.sets.mol import MOL, parse_mol
+from mint.sets.operations import set_commit
 
-SCHEME = "hf://"
-DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_REVISION = "main"
-SET_FILE = "mol.toml"
-README = "README.md"
-ADAPTER_FILES = (CONFIG, WEIGHTS, README)
-_SHA = re.compile(r"^[0-9a-f]{40}$")
-_TRUE = {"1", "ON", "YES", "TRUE"}
-
-
-# --- settings and names -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HubSettings:
-    """Where and how to reach the hub. `from_env` reads the HF_* variables when called."""
-
-    endpoint: str = DEFAULT_ENDPOINT
-    token: str | None = None
-    cache_dir: str = ""
-    offline: bool = False
-    progress: bool = False  # show huggingface_hub's progress bars (the CLI: on a TTY only)
-
-    @classmethod
-    def from_env(cls, env: dict | None = None, *, progress: bool = False) -> HubSettings:
-        env = os.environ if env is None else env
-        home = env.get("HF_HOME") or os.path.join(
-            env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
-        )
-        home = os.path.expanduser(home)
-        cache = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
-        offline = (env.get("HF_HUB_OFFLINE") or env.get("TRANSFORMERS_OFFLINE") or "").upper() in _TRUE
-        return cls(
-            endpoint=(env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
-            token=env.get("HF_TOKEN") or _token_file(env.get("HF_TOKEN_PATH") or os.path.join(home, "token")),
-            cache_dir=os.path.expanduser(cache), offline=offline, progress=progress,
-        )  # fmt: skip
-
-
-def _token_file(path: str) -> str | None:
-    try:
-        return Path(path).read_text().strip() or None
-    except OSError:
-        return None
-
-
-@dataclass(frozen=True)
-class HubUri:
-    repo_id: str
-    revision: str | None = None  # None: the default branch
-
-    def __str__(self) -> str:
-        return f"{SCHEME}{self.repo_id}" + (f"@{self.revision}" if self.revision else "")
-
-
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def parse_uri(uri: str) -> HubUri:
-    """hf://ORG/REPO[@REV] (the scheme is required: a bare path could be a folder)."""
-    if not uri.startswith(SCHEME):
-        raise InvalidHubUri(f"{uri!r} is not a hub address")
-    rest = uri[len(SCHEME) :]
-    repo_id, at, rev = rest.partition("@")
-    if not _REPO_ID.match(repo_id) or ".." in repo_id or (at and not rev):
-        raise InvalidHubUri(f"{uri!r} is not a hub address")
-    return HubUri(repo_id, rev or None)
-
-
-def mint_tag_name(hub_tag: str) -> str:
-    """A hub tag as a mint tag: characters mint refuses become '-' ("release/2" -> "release-2")."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "-", hub_tag)
-    name = re.sub(r"\.{2,}", ".", name).lstrip("._-").rstrip(".")
-    name = name[:-5] + "-lock" if name.endswith(".lock") else name
-    return check_name("tag", name[:100] or hub_tag)
+_PLACEHOLDER = "0" * 64  # a commit id, to check the pinned mol.toml before the members exist
 
 
 # --- results ------------------------------------------------------------------
@@ -151,7 +75,7 @@ class Pulled:
 class PullResult:
     uri: str
     repo_id: str
-    endpoint: str
+    endpoint: str  # without the credentials HF_ENDPOINT may carry
     offline: bool
     pulled: list[Pulled]
 
@@ -166,238 +90,18 @@ def find_pulled(repo: Repo, repo_id: str, sha: str, *, path: str | None = None):
     One indexed lookup on `commits.source_sha`; the repo and folder are checked on the few
     rows that share the sha.
     """
+    c = s.commits.c
     q = (
-        sa.select(s.commits.c.id, s.commits.c.kind, s.commits.c.line, s.commits.c.provenance)
-        .where(s.commits.c.source_sha == sha)
-        .order_by(s.commits.c.created_at)
+        sa.select(c.id, c.kind, c.line, c.provenance, c.base_fingerprint)
+        .where(c.source_sha == sha)
+        .order_by(c.created_at)
     )
     with repo.db.read() as conn:
         for row in conn.execute(q):
             prov = row.provenance or {}
-            if prov.get("source") == "hf" and prov.get("repo") == repo_id and prov.get("path") == path:
+            if (prov.get("source"), prov.get("repo"), prov.get("path")) == ("hf", repo_id, path):
                 return row
     return None
-
-
-# --- the hub, through huggingface_hub ------------------------------------------
-
-
-class _Hub:
-    """One hub repo through `huggingface_hub`, with its errors turned into mint's."""
-
-    def __init__(self, repo_id: str, settings: HubSettings):
-        from huggingface_hub import HfApi
-
-        self.repo_id, self.settings = repo_id, settings
-        self.api = HfApi(endpoint=settings.endpoint, token=settings.token, library_name="mint")
-        self.storage = Path(settings.cache_dir) / ("models--" + repo_id.replace("/", "--"))
-
-    @contextlib.contextmanager
-    def errors(self, rev: str | None = None):
-        """Map huggingface_hub's exceptions; REV set: the repo is known to exist."""
-        from huggingface_hub import errors as he
-
-        where = f"{SCHEME}{self.repo_id}"
-        try:
-            yield
-        except he.GatedRepoError:
-            raise HubGated(f"{where} is gated and needs a token with access (HF_TOKEN)") from None
-        except (he.RevisionNotFoundError, he.RepositoryNotFoundError, he.RemoteEntryNotFoundError) as exc:
-            if rev is None or (isinstance(exc, he.RepositoryNotFoundError) and self._gone()):
-                raise HubRepoNotFound(f"no hub repo {self.repo_id} at {self.settings.endpoint}") from None
-            raise HubRevisionNotFound(f"{where} has no revision {rev!r}", hint=self._known_refs()) from None
-        except he.OfflineModeIsEnabled:
-            raise NeedsNetwork(f"{where}: huggingface_hub is in offline mode; pulling it needs the network") from None
-        except _transport_errors() as exc:
-            raise HubUnreachable(f"cannot reach the hub at {self.settings.endpoint} ({_first_line(exc)})") from None
-        except he.HfHubHTTPError as exc:
-            status = exc.response.status_code if exc.response is not None else "?"
-            what = f"revision {rev!r} of {where}" if rev else where
-            raise HubError(f"the hub at {self.settings.endpoint} failed on {what}: HTTP {status}") from None
-
-    def _gone(self) -> bool:
-        try:
-            self.api.list_repo_refs(self.repo_id)
-            return False
-        except Exception:  # noqa: BLE001 - any failure here means the repo cannot be listed
-            return True
-
-    def _known_refs(self) -> str:
-        try:
-            r = self.api.list_repo_refs(self.repo_id)
-        except Exception:  # noqa: BLE001 - the hint is best effort
-            return "give a branch, a tag or a full commit sha"
-        names = [b.name for b in r.branches] + [t.name for t in r.tags]
-        return "it has " + ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
-
-    def tags(self) -> dict[str, str]:
-        """Hub tag name -> commit sha."""
-        with self.errors():
-            return {t.name: t.target_commit for t in self.api.list_repo_refs(self.repo_id).tags}
-
-    def resolve(self, rev: str) -> str:
-        """REV (branch, tag, sha) -> the 40-hex commit; offline, from the cache's refs/."""
-        from huggingface_hub import errors as he
-
-        if self.settings.offline:
-            if _SHA.match(rev):
-                return rev
-            ref = self.storage / "refs" / rev
-            if not ref.is_file():
-                raise self._not_cached(rev)
-            return ref.read_text().strip()
-        with self.errors():
-            self.api.list_repo_refs(self.repo_id)  # unknown repo vs unknown revision: olah says 401 to both
-        with self.errors(rev):
-            try:
-                sha = self.api.resolve_revision(self.repo_id, revision=rev, cache_dir=self.settings.cache_dir).resolved
-            except he.RevisionResolutionError as exc:
-                raise HubUnreachable(f"cannot reach the hub at {self.settings.endpoint}: {_first_line(exc)}") from None
-            self.files(sha, rev)  # a sha is not checked by resolve_revision; listing it is
-        return sha
-
-    def files(self, sha: str, rev: str) -> list[str]:
-        """Every file path of the commit; offline, the files the cache holds of it."""
-        if self.settings.offline:
-            snap = self.storage / "snapshots" / sha
-            if not snap.is_dir():
-                raise self._not_cached(rev)
-            return sorted(p.relative_to(snap).as_posix() for p in snap.rglob("*") if not p.is_dir())
-        with self.errors(rev):
-            return self.api.list_repo_files(self.repo_id, revision=sha)
-
-    def date(self, sha: str):
-        with self.errors(sha):
-            return self.api.model_info(self.repo_id, revision=sha).last_modified
-
-    def download(self, sha: str, rev: str, patterns: list[str]) -> Path:
-        """Fetch the files that match PATTERNS at SHA into the HF cache; returns the snapshot."""
-        from huggingface_hub import ResolvedRevision, snapshot_download
-        from huggingface_hub import errors as he
-
-        with self.errors(rev), _progress_bars(self.settings.progress):
-            try:
-                return Path(snapshot_download(
-                    self.repo_id, revision=ResolvedRevision(sha, rev, self.repo_id), allow_patterns=patterns,
-                    cache_dir=self.settings.cache_dir, endpoint=self.settings.endpoint,
-                    token=self.settings.token, local_files_only=self.settings.offline,
-                ))  # fmt: skip
-            except he.LocalEntryNotFoundError:
-                if self.settings.offline:
-                    raise self._not_cached(rev) from None
-                raise HubUnreachable(f"cannot download {SCHEME}{self.repo_id}@{rev} from {self.settings.endpoint}") from None
-
-    def _not_cached(self, rev: str) -> NeedsNetwork:
-        return NeedsNetwork(
-            f"{SCHEME}{self.repo_id}@{rev} is not in the HF cache ({self.settings.cache_dir}) "
-            "and HF_HUB_OFFLINE is set: pulling it needs the network"
-        )
-
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """The HTTP library's "could not talk to the server" errors (httpx2 in huggingface_hub 2)."""
-    import importlib
-
-    found = []
-    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError"), ("requests", "ConnectionError")):
-        try:
-            found.append(getattr(importlib.import_module(module), name))
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-@contextlib.contextmanager
-def _progress_bars(enabled: bool):
-    """Turn huggingface_hub's bars off for the call when not wanted; restore them after."""
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-
-    if enabled or are_progress_bars_disabled():
-        yield
-        return
-    disable_progress_bars()
-    try:
-        yield
-    finally:
-        enable_progress_bars()
-
-
-# --- what to fetch ------------------------------------------------------------
-
-
-@dataclass
-class _Plan:
-    """One hub commit to pull: its adapter folders ("" for the root) and, for a set, mol.toml."""
-
-    rev: str
-    sha: str
-    kind: str  # adapter | set
-    members: dict[str, list[str]]  # folder -> the repo paths of its adapter files
-    extra: list[str] = field(default_factory=list)  # mol.toml and the prompts beside it
-    mol: object = None  # a set's parsed mol.toml (mint.sets.MolFile)
-    staged: Path | None = None  # regular files (links into the HF cache), as the repo lays them out
-
-    def folder(self, member: str) -> Path:
-        return self.staged / member if member else self.staged
-
-    def patterns(self, weights: bool) -> list[str]:
-        files = [f for fs in self.members.values() for f in fs]
-        return self.extra + [f for f in files if weights or not f.endswith(".safetensors")]
-
-
-def _plan(hub: _Hub, rev: str, sha: str) -> _Plan:
-    files = hub.files(sha, rev)
-    where = f"{SCHEME}{hub.repo_id}@{rev}"
-    if SET_FILE not in files:
-        return _Plan(rev, sha, "adapter", {"": _adapter_files(files, "", where)})
-    mol = parse_mol(hub.download(sha, rev, [SET_FILE]) / SET_FILE)
-    folders = sorted({_folder(ref, files, where, label) for _, label, ref in _member_refs(mol)})
-    prompts = sorted({_norm(p) for p in (mol.route_prompt, mol.summary_prompt)})
-    missing = [p for p in prompts if p not in files]
-    if missing:
-        raise InvalidConfig(f"{where}: {SET_FILE} names prompt files the repo lacks: {', '.join(missing)}")
-    members = {f: _adapter_files(files, f, where) for f in folders}
-    return _Plan(rev, sha, "set", members, [SET_FILE, *prompts], mol)
-
-
-def _adapter_files(files: list[str], folder: str, where: str) -> list[str]:
-    """The adapter files of FOLDER to fetch; refuses a folder without config or with only pickles."""
-    prefix = f"{folder}/" if folder else ""
-    mine = {f[len(prefix) :] for f in files if f.startswith(prefix) and "/" not in f[len(prefix) :]}
-    here = f"{where}/{folder}" if folder else where
-    if CONFIG not in mine:
-        why = f"no {CONFIG}" + ("" if folder else f" or {SET_FILE} at the repo root")
-        raise InvalidAdapter(here, why, hint="mint pulls PEFT adapter repos and adapter sets (mol.toml)")
-    if WEIGHTS not in mine:
-        pickles = sorted(f for f in mine if f.lower().endswith(PICKLE_SUFFIXES))
-        if pickles:
-            raise PickleRefused(here, pickles[0])
-        raise InvalidAdapter(here, f"no {WEIGHTS}")
-    return [prefix + f for f in ADAPTER_FILES if f in mine]
-
-
-def _member_refs(mol) -> list[tuple[str, str, str]]:
-    """(role, label, ref as written) for the router, each expert and the summary adapter."""
-    experts = [("expert", label, ref) for label, ref in mol.experts.items()]
-    return [("router", "router", mol.router), *experts, ("summary", "summary", mol.summary)]
-
-
-def _norm(ref: str) -> str:
-    return re.sub(r"^(\./)+", "", ref).rstrip("/")
-
-
-def _folder(ref: str, files: list[str], where: str, label: str) -> str:
-    folder = _norm(ref)
-    if not folder or f"{folder}/{CONFIG}" not in files:
-        raise InvalidConfig(
-            f"{where}: {SET_FILE} member {label} = {ref!r} is not a folder of the repo with an {CONFIG}"
-        )
-    return folder
 
 
 # --- pulling --------------------------------------------------------------------
@@ -423,97 +127,90 @@ def pull(
         tag: also tag the commit LINE@TAG.
         all_tags: pull every hub tag, oldest first, each tagged with its hub name.
         settings: where the hub is (default: HubSettings.from_env(), read now).
+        by: who pulls (recorded as the author of the commits and tags).
     """
     settings = settings or HubSettings.from_env()
     ref = parse_uri(uri)
     if all_tags and (ref.revision or tag):
-        raise InvalidHubUri(f"--all-tags pulls every tag of {ref.repo_id}; give no @REV and no --tag")
-    line = _check_line(line or ref.repo_id.split("/")[1], explicit=line is not None)
+        raise InvalidHubUri(
+            f"every tag of {ref.repo_id} is pulled with its own name: {uri!r} may name no "
+            "revision, and no other tag is set"
+        )
+    line = _line(line, ref.repo_id)
     if tag:
         check_name("tag", tag)
-    hub = _Hub(ref.repo_id, settings)
+    hub = HubClient(ref.repo_id, settings)
     if all_tags:
         targets = _tag_targets(hub)
     else:
         rev = ref.revision or DEFAULT_REVISION
         targets = [(rev, hub.resolve(rev), tag)]
     pulled = _pull_targets(repo, hub, targets, line, base, by)
-    return PullResult(str(ref), ref.repo_id, settings.endpoint, settings.offline, pulled)
+    return PullResult(str(ref), ref.repo_id, settings.shown_endpoint, settings.offline, pulled)
 
 
-def _check_line(line: str, *, explicit: bool) -> str:
-    try:
+def _line(line: str | None, repo_id: str) -> str:
+    """LINE as given, else the repo's name, which must make a valid line name."""
+    if line is not None:
         return check_name("line", line)
+    name = repo_id.split("/")[1]
+    try:
+        return check_name("line", name)
     except InvalidName as exc:
-        if not explicit:
-            exc.hint = "pass --as LINE"
-        raise
+        raise PullLineConflict(name, exc.why) from None
 
 
-def _tag_targets(hub: _Hub) -> list[tuple[str, str, str]]:
+def _tag_targets(hub: HubClient) -> list[tuple[str, str, str]]:
     """(hub tag, sha, mint tag) for every tag, oldest first.
 
     The hub lists tags without order, and olah cannot list commits; so tags are ordered by
     their commit's date (model_info's lastModified), ties by natural order of the names.
     """
     if hub.settings.offline:
-        raise NeedsNetwork(f"--all-tags lists the tags of {SCHEME}{hub.repo_id}: that needs the network")
+        raise NeedsNetwork(f"listing the tags of {hub.where} needs the network")
     tags = hub.tags()
     dates = {sha: hub.date(sha) for sha in set(tags.values())}
-    order = sorted(tags, key=lambda t: (dates[tags[t]].timestamp() if dates[tags[t]] else 0.0, _natural(t)))
+    stamp = {t: dates[sha].timestamp() if dates[sha] else 0.0 for t, sha in tags.items()}
+    order = sorted(tags, key=lambda t: (stamp[t], _natural(t)))
     names: dict[str, str] = {}
     for t in order:
         other = names.setdefault(mint_tag_name(t), t)
         if other != t:
-            raise RefExists(f"hub tags {other!r} and {t!r} would both be mint tag {mint_tag_name(t)!r}")
+            raise RefExists(
+                f"hub tags {other!r} and {t!r} would both be mint tag {mint_tag_name(t)!r}"
+            )
     return [(t, tags[t], mint_tag_name(t)) for t in order]
 
 
 def _natural(name: str) -> list:
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
+    parts = re.split(r"(\d+)", name)
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts if p]
 
 
-def _pull_targets(repo: Repo, hub: _Hub, targets, line: str, base: str | None, by: str) -> list[Pulled]:
+def _pull_targets(
+    repo: Repo, hub: HubClient, targets, line: str, base: str | None, by: str
+) -> list[Pulled]:
     """Check and fetch everything first; then commit and tag, in hub order."""
-    plans: dict[str, _Plan] = {}
+    plans: dict[str, Plan] = {}
     for rev, sha, tag in targets:
         held = find_pulled(repo, hub.repo_id, sha)
         _check_tag_free(repo, held.line if held else line, tag, held.id if held else None)
         if held is None and sha not in plans:
-            plans[sha] = _plan(hub, rev, sha)
+            plans[sha] = plan_commit(hub, rev, sha)
     for plan in plans.values():  # configs first: a wrong base fails before the weights come
-        _check_bases(repo, hub.download(plan.sha, plan.rev, plan.patterns(weights=False)), plan, base)
+        _check_bases(repo, hub, plan, base)
     with tempfile.TemporaryDirectory(prefix="pull-", dir=repo.mint_dir) as tmp:
         for plan in plans.values():
-            snapshot = hub.download(plan.sha, plan.rev, plan.patterns(weights=True))
-            plan.staged = _stage(snapshot, plan.patterns(weights=True), Path(tmp) / plan.sha)
-            _check_plan(repo, plan, line, base)
+            _fetch(repo, hub, plan, Path(tmp), line, base)
         out = []
         for rev, sha, tag in targets:
             held = find_pulled(repo, hub.repo_id, sha)
             if held is not None:
                 item = Pulled(rev, sha, CommitId(held.id), held.line, held.kind, created=False)
             else:
-                item = _commit(repo, hub.repo_id, plans[sha], rev, line, base, Path(tmp), by)
+                item = _commit(repo, hub.repo_id, plans[sha], rev, line, base, by)
             out.append(_tagged(repo, item, tag, by) if tag else item)
     return out
-
-
-def _stage(snapshot: Path, paths: list[str], dest: Path) -> Path:
-    """Lay PATHS out under DEST as regular files: hard links to the cache's blobs, else copies.
-
-    The HF snapshot holds symbolic links, which mint never stores; a hard link costs no copy.
-    Nothing ever writes to a staged file, so the cache is safe.
-    """
-    for rel in paths:
-        src = (snapshot / rel).resolve()
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(src, target)
-        except OSError:
-            shutil.copyfile(src, target)
-    return dest
 
 
 def _check_tag_free(repo: Repo, line: str, tag: str | None, target: str | None) -> None:
@@ -522,33 +219,72 @@ def _check_tag_free(repo: Repo, line: str, tag: str | None, target: str | None) 
     with repo.db.read() as conn:
         row = RefsContainer(conn).get(line, tag)
     if row is not None and row.target != target:
-        raise RefExists(f"{line}@{tag} already points at {row.target[:12]}", hint="pull onto another line with --as LINE")
+        raise PullLineConflict(line, f"its tag {tag} already points at {row.target[:12]}")
 
 
-def _check_bases(repo: Repo, snapshot: Path, plan: _Plan, base: str | None) -> None:
+def _check_bases(repo: Repo, hub: HubClient, plan: Plan, base: str | None) -> None:
     """Each adapter's base is registered (read from its config alone, before the weights)."""
+    snapshot = hub.download(plan.sha, plan.rev, plan.paths(weights=False))
     with repo.db.read() as conn:
         for member in plan.members:
+            config = hub.cached_file(snapshot, f"{member}/{CONFIG}" if member else CONFIG)
             try:
-                cfg = json.loads((snapshot / member / CONFIG).read_text(encoding="utf-8"))
+                cfg = json.loads(config.read_text(encoding="utf-8"))
             except (ValueError, UnicodeDecodeError):
                 continue  # scan_adapter reports what is wrong with it, later
-            find_base(conn, cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None, base)
+            named = cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None
+            find_base(conn, named if isinstance(named, str) else None, base)
 
 
-def _check_plan(repo: Repo, plan: _Plan, line: str, base: str | None) -> None:
-    """What api.commit checks, for every adapter of the plan, before anything is written."""
+def _fetch(repo: Repo, hub: HubClient, plan: Plan, tmp: Path, line: str, base: str | None):
+    """Download the plan's files, stage them as new files under TMP, and check all of it."""
+    snapshot = hub.download(plan.sha, plan.rev, plan.paths(weights=True))
+    plan.staged = stage(hub, snapshot, plan.paths(weights=True), tmp / plan.sha)
+    if plan.kind == "set":
+        plan.set_dir = stage(hub, snapshot, plan.prompts(), tmp / f"{plan.sha}.set")
+    _check_plan(repo, hub.repo_id, plan, line, base, tmp)
+
+
+def _check_plan(repo: Repo, repo_id: str, plan: Plan, line: str, base: str | None, tmp: Path):
+    """What the commits will check, for every adapter and the set, before anything is written."""
+    held = {m: find_pulled(repo, repo_id, plan.sha, path=m) for m in plan.members if m}
+    fingerprints = {}
     with repo.db.read() as conn:
         for member in plan.members:
             scanned = scan_adapter(plan.folder(member))
             base_row = find_base(conn, scanned.base_name, base)
             check_against_base(scanned.root, scanned.header, base_row.config, base_row.name)
-        lines = {line: plan.kind} if plan.kind == "adapter" else {line: "set"}
-        lines.update({_member_line(m): "adapter" for m in plan.members if m})
+            row = held.get(member)
+            fingerprints[member] = row.base_fingerprint if row else base_row.fingerprint
+        lines = {_member_line(m): Kind.ADAPTER for m in plan.members if m}
         for name, kind in lines.items():
-            row = find_line(conn, name)
-            if row is not None and row.kind != kind:
-                raise WrongKind(f"line {name} holds {row.kind} commits, not {kind}s", hint="pull with --as LINE")
+            _check_line_kind(conn, name, kind, pull_line=False)
+        _check_line_kind(conn, line, Kind(plan.kind), pull_line=True)
+        if plan.kind == "set":
+            _check_set(conn, plan, line, fingerprints, tmp)
+
+
+def _check_line_kind(conn, name: str, kind: Kind, *, pull_line: bool) -> None:
+    row = find_line(conn, name)
+    if row is None or row.kind == kind:
+        return
+    if pull_line:
+        raise PullLineConflict(name, f"it holds {row.kind} commits, not {kind}s")
+    raise WrongKind(f"line {name} holds {row.kind} commits, not {kind}s")
+
+
+def _check_set(conn, plan: Plan, line: str, fingerprints: dict, tmp: Path) -> None:
+    """What set_commit will check: the pinned mol.toml parses, and every member is on its base."""
+    base = get_base(conn, plan.mol.base)
+    for member, fingerprint in fingerprints.items():
+        if fingerprint != base.fingerprint:
+            raise BaseMismatch(
+                f"{MOL} member {member} is bound to another base than the set's ({base.name})"
+            )
+    check = tmp / f"{plan.sha}.check.toml"
+    with open(check, "x", encoding="utf-8") as f:
+        f.write(pinned_mol(plan, dict.fromkeys(plan.members, _PLACEHOLDER), line))
+    parse_mol(check)
 
 
 def _member_line(folder: str) -> str:
@@ -560,46 +296,124 @@ def _provenance(repo_id: str, rev: str, sha: str, path: str | None = None) -> di
     return {**prov, "path": path} if path else prov
 
 
-def _commit(repo: Repo, repo_id: str, plan: _Plan, rev: str, line: str, base: str | None, tmp: Path, by: str) -> Pulled:
+# --- recording ------------------------------------------------------------------
+
+
+def _commit(repo: Repo, repo_id: str, plan: Plan, rev, line, base, by: str) -> Pulled:
+    if plan.kind == "set":
+        return _commit_set(repo, repo_id, plan, rev, line, base, by)
+    r = commit_adapter(
+        repo,
+        line,
+        plan.folder(""),
+        f"pull {SCHEME}{repo_id}@{rev}",
+        author=by,
+        base=base,
+        provenance=_provenance(repo_id, rev, plan.sha),
+    )
+    return Pulled(rev, plan.sha, r.id, r.line, "adapter", r.created, bytes_written=r.bytes_written)
+
+
+def _commit_set(repo: Repo, repo_id: str, plan: Plan, rev, line, base, by: str) -> Pulled:
+    """Member commits, then the set commit; if that fails, the member commits are taken back."""
     message = f"pull {SCHEME}{repo_id}@{rev}"
-    if plan.kind == "adapter":
-        r = commit_adapter(repo, line, plan.folder(""), message, author=by, base=base, provenance=_provenance(repo_id, rev, plan.sha))
-        return Pulled(rev, plan.sha, r.id, r.line, "adapter", r.created, bytes_written=r.bytes_written)
-    members = {}
-    for folder in plan.members:
-        held = find_pulled(repo, repo_id, plan.sha, path=folder)
-        if held is not None:
-            members[folder] = Pulled(rev, plan.sha, CommitId(held.id), held.line, held.kind, False, path=folder)
-            continue
-        r = commit_adapter(repo, _member_line(folder), plan.folder(folder), message, author=by, base=base,
-                       provenance=_provenance(repo_id, rev, plan.sha, folder))  # fmt: skip
-        members[folder] = Pulled(rev, plan.sha, r.id, r.line, "adapter", r.created, bytes_written=r.bytes_written, path=folder)  # fmt: skip
-    toml_path = _write_mol(plan, {f: p.id for f, p in members.items()}, line, tmp / f"{plan.sha}.set")
-    r = set_commit(repo, toml_path, message, author=by, provenance=_provenance(repo_id, rev, plan.sha))
-    return Pulled(rev, plan.sha, r.id, r.line, "set", r.created, bytes_written=r.bytes_written,
-                  members=list(members.values()))  # fmt: skip
+    members: dict[str, Pulled] = {}
+    recorded: list[tuple[str, str | None, str]] = []  # (line, head before, new commit)
+    try:
+        for folder in plan.members:
+            members[folder] = _commit_member(repo, repo_id, plan, rev, folder, base, by, recorded)
+        mol_toml = plan.set_dir / MOL
+        with open(mol_toml, "x", encoding="utf-8") as f:
+            f.write(pinned_mol(plan, {m: p.id for m, p in members.items()}, line))
+        provenance = _provenance(repo_id, rev, plan.sha)
+        r = set_commit(repo, mol_toml, message, author=by, provenance=provenance)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error to report is the first one
+            _take_back(repo, recorded)
+        raise
+    return Pulled(
+        rev,
+        plan.sha,
+        r.id,
+        r.line,
+        "set",
+        r.created,
+        bytes_written=r.bytes_written,
+        members=list(members.values()),
+    )
+
+
+def _commit_member(repo, repo_id, plan, rev, folder, base, by, recorded: list) -> Pulled:
+    held = find_pulled(repo, repo_id, plan.sha, path=folder)
+    if held is not None:
+        return Pulled(rev, plan.sha, CommitId(held.id), held.line, held.kind, False, path=folder)
+    r = commit_adapter(
+        repo,
+        _member_line(folder),
+        plan.folder(folder),
+        f"pull {SCHEME}{repo_id}@{rev}",
+        author=by,
+        base=base,
+        provenance=_provenance(repo_id, rev, plan.sha, folder),
+    )
+    if r.created:
+        recorded.append((r.line, r.parents[0] if r.parents else None, r.id))
+    return Pulled(
+        rev,
+        plan.sha,
+        r.id,
+        r.line,
+        "adapter",
+        r.created,
+        bytes_written=r.bytes_written,
+        path=folder,
+    )
+
+
+def _take_back(repo: Repo, recorded: list[tuple[str, str | None, str]]) -> None:
+    """Undo member commits of a set pull that failed, newest first, in one transaction.
+
+    Each line's head goes back by compare-and-swap (a line this pull made is removed), and the
+    commit's rows go unless something refers to it already. Its blobs are left to `gc`.
+    """
+    if not recorded:
+        return
+    with repo.db.write() as conn:
+        for line, old, new in reversed(recorded):
+            if _reset_head(conn, line, old, new) and not _referenced(conn, new):
+                for table in (s.tensors, s.files, s.commit_parents):
+                    conn.execute(table.delete().where(table.c.commit_id == new))
+                conn.execute(s.commits.delete().where(s.commits.c.id == new))
+
+
+def _reset_head(conn, line: str, old: str | None, new: str) -> bool:
+    """LINE's head back from NEW to OLD, if it is still NEW."""
+    c = s.lines.c
+    if old is None:
+        q = s.lines.delete().where(c.name == line, c.head == new, c.commit_count == 1)
+    else:
+        q = (
+            s.lines.update()
+            .where(c.name == line, c.head == new)
+            .values(head=old, commit_count=c.commit_count - 1)
+        )
+    return conn.execute(q).rowcount == 1
+
+
+def _referenced(conn, cid: str) -> bool:
+    """Whether any row other than the commit's own (files, tensors, parents) refers to CID."""
+    own = {("commit_parents", "commit_id"), ("files", "commit_id"), ("tensors", "commit_id")}
+    uses = [
+        fk.parent
+        for table in s.metadata.sorted_tables
+        for fk in table.foreign_keys
+        if fk.column.table is s.commits and (table.name, fk.parent.name) not in own
+    ]
+    return any(
+        conn.execute(sa.select(sa.literal(1)).where(col == cid).limit(1)).first() for col in uses
+    )
 
 
 def _tagged(repo: Repo, item: Pulled, tag: str, by: str) -> Pulled:
     r = tag_commit(repo, tag, item.id, by=by)
     return dataclasses.replace(item, tags=[*item.tags, f"{r.line}@{r.name}"])
-
-
-# --- a set's mol.toml, pinned -------------------------------------------------
-
-
-def _write_mol(plan: _Plan, ids: dict[str, str], line: str, dest: Path) -> Path:
-    """mol.toml with each member folder replaced by its new commit id, its prompts beside it."""
-    mol = plan.mol
-    pin = {(role, label): ids[_norm(ref)] for role, label, ref in _member_refs(mol)}
-    cfg = {
-        "name": line, "protocol": mol.protocol, "base": mol.base,
-        "router": {"adapter": pin["router", "router"], "labels": mol.labels, "prompt": _norm(mol.route_prompt),
-                   "default": mol.default},
-        "experts": {label: pin["expert", label] for label in mol.labels},
-        "summary": {"adapter": pin["summary", "summary"], "prompt": _norm(mol.summary_prompt)},
-    }  # fmt: skip
-    _stage(plan.staged, sorted({cfg["router"]["prompt"], cfg["summary"]["prompt"]}), dest)
-    path = dest / SET_FILE
-    path.write_text(render_mol(cfg), encoding="utf-8")
-    return path
