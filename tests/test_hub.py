@@ -600,3 +600,22 @@ def hub_sha(hubsrv, repo_id: str, rev: str) -> str:
         text=True,
         check=True,
     ).stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "point", ["commit.after-blobs", "commit.in-transaction", "commit.after-transaction"]
+)
+def test_a_set_pull_killed_at_each_commit_step_leaves_whole_commits(based, repo, point):
+    """kill -9 inside the first member's commit: fsck is clean, every ref names a whole
+    commit, and pulling again completes the set."""
+    from test_crash import assert_whole
+
+    env = {**os.environ, "MINT_CRASH_AT": point, "MINT_USER": "puller"}
+    killed = _mint_subprocess(repo, env, "pull", "hf://org/macaron@v1")
+    assert killed.returncode == -9, killed.stderr
+    assert_whole(repo)
+    assert "macaron" not in {line.name for line in api.ls(repo)}
+    again = based("pull", "hf://org/macaron@v1")
+    assert again.code == 0, again
+    assert_whole(repo)
+    assert api.show(repo, "macaron").kind == "set"
