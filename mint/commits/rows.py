@@ -196,3 +196,21 @@ def detail(conn: Connection, cid: str) -> CommitDetail:
         tensors=tensors_of(conn, cid), peft=row.peft, config=row.config,
         provenance=row.provenance or {}, tags=tags_of(conn, cid), members=members_of(conn, cid),
     )  # fmt: skip
+
+
+def delete_unreferenced(conn: Connection, cid: str) -> bool:
+    """Remove commit CID's rows, unless anything but its own rows refers to it (a child, a
+    set, a ref, an evaluation...). Only for taking back a commit that was just made."""
+    own = {("commit_parents", "commit_id"), ("files", "commit_id"), ("tensors", "commit_id")}
+    uses = [
+        fk.parent
+        for table in s.metadata.sorted_tables
+        for fk in table.foreign_keys
+        if fk.column.table is s.commits and (table.name, fk.parent.name) not in own
+    ]
+    if any(conn.execute(sa.select(sa.literal(1)).where(c == cid).limit(1)).first() for c in uses):
+        return False
+    for table in (s.tensors, s.files, s.commit_parents):
+        conn.execute(table.delete().where(table.c.commit_id == cid))
+    conn.execute(s.commits.delete().where(s.commits.c.id == cid))
+    return True

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.bases import find_base, get_base
+from mint.commits import rows
 from mint.commits.adapter import CONFIG, check_against_base, scan_adapter
 from mint.commits.operations import commit as commit_adapter
 from mint.errors import (
@@ -379,39 +380,10 @@ def _take_back(repo: Repo, recorded: list[tuple[str, str | None, str]]) -> None:
     if not recorded:
         return
     with repo.db.write() as conn:
+        refs = RefsContainer(conn)
         for line, old, new in reversed(recorded):
-            if _reset_head(conn, line, old, new) and not _referenced(conn, new):
-                for table in (s.tensors, s.files, s.commit_parents):
-                    conn.execute(table.delete().where(table.c.commit_id == new))
-                conn.execute(s.commits.delete().where(s.commits.c.id == new))
-
-
-def _reset_head(conn, line: str, old: str | None, new: str) -> bool:
-    """LINE's head back from NEW to OLD, if it is still NEW."""
-    c = s.lines.c
-    if old is None:
-        q = s.lines.delete().where(c.name == line, c.head == new, c.commit_count == 1)
-    else:
-        q = (
-            s.lines.update()
-            .where(c.name == line, c.head == new)
-            .values(head=old, commit_count=c.commit_count - 1)
-        )
-    return conn.execute(q).rowcount == 1
-
-
-def _referenced(conn, cid: str) -> bool:
-    """Whether any row other than the commit's own (files, tensors, parents) refers to CID."""
-    own = {("commit_parents", "commit_id"), ("files", "commit_id"), ("tensors", "commit_id")}
-    uses = [
-        fk.parent
-        for table in s.metadata.sorted_tables
-        for fk in table.foreign_keys
-        if fk.column.table is s.commits and (table.name, fk.parent.name) not in own
-    ]
-    return any(
-        conn.execute(sa.select(sa.literal(1)).where(col == cid).limit(1)).first() for col in uses
-    )
+            if refs.retract_head(line, new, old):
+                rows.delete_unreferenced(conn, new)
 
 
 def _tagged(repo: Repo, item: Pulled, tag: str, by: str) -> Pulled:

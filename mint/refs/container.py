@@ -56,6 +56,20 @@ class RefsContainer:
         if moved != 1:
             raise RefConflict(f"line {line}", old, self.head(line))
 
+    def retract_head(self, line: str, new: str, old: str | None) -> bool:
+        """Undo a head move this process made: LINE back from NEW to OLD (None: remove the
+        line), if it is still at NEW. False when someone moved it since."""
+        c = s.lines.c
+        if old is None:
+            q = s.lines.delete().where(c.name == line, c.head == new, c.commit_count == 1)
+        else:
+            q = (
+                s.lines.update()
+                .where(c.name == line, c.head == new)
+                .values(head=old, commit_count=c.commit_count - 1)
+            )
+        return self.conn.execute(q).rowcount == 1
+
     # --- tags and channels ----------------------------------------------------
 
     def get(self, line: str, name: str) -> Ref | None:
