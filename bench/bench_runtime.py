@@ -18,8 +18,6 @@ Each pair is measured in one run, alternating which side goes first; medians are
 from __future__ import annotations
 
 import argparse
-import hashlib
-import shutil
 import sys
 import tempfile
 import threading
@@ -28,56 +26,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _stored(objects: Path, folder: Path):
-    """An AdapterFiles whose weights lie in an `objects/ab/cdef…` blob, as mint stores them."""
-    import json
-
-    from mint.objects import AdapterFiles
-
-    weights = folder / "adapter_model.safetensors"
-    blob = _sha(weights)
-    target = objects / blob[:2] / blob[2:]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(weights, target)
-    target.chmod(0o444)
-    return AdapterFiles(blob, json.loads((folder / "adapter_config.json").read_text()), str(target))
-
-
-def _verify(spec) -> None:
-    for files in [spec.router, spec.summary, *spec.experts.values()]:
-        path = Path(files.weights)
-        if _sha(path) != path.parent.name + path.name:
-            raise ValueError(f"{path} is corrupt")
+import test_runtime_support as support  # noqa: E402  (tests/ is on the path now)
 
 
 def _spec(demo, objects: Path, router: Path):
-    from mint.bases import fingerprint_path
-    from mint.objects import SetSpec
-
-    experts = {label: _stored(objects, path) for label, path in demo.experts.items()}
-    routed = _stored(objects, router)
-    return SetSpec(routed.commit_id[:8] + "0" * 56, "macaron", "base", fingerprint_path(demo.base), "mol/1",
-                   list(experts), "chat", routed, experts, experts["chat"],
-                   demo.route_prompt.read_text(), demo.summary_prompt.read_text())
+    """The demo set with `router`, every member's weights in an `objects/ab/cdef…` store."""
+    experts = {label: support.stored_adapter(objects, p) for label, p in demo.experts.items()}
+    routed = support.stored_adapter(objects, router)
+    return support.make_spec(demo, experts=experts, router=routed)
 
 
 def bench_loading(demo, spec, runs: int) -> dict:
     """load_engine from store blobs vs PeftModel.from_pretrained + load_adapter from folders."""
     from peft import PeftModel
 
+    from mint.examples.tiny import load_base
     from mint.runtime.engine import load_engine
     from mint.runtime.loader import SharedBase
-    from mint.examples.tiny import load_base
 
     def ours():
         base = SharedBase.load(demo.base)  # untimed
-        return c.timed(lambda: load_engine(base, spec, verify=_verify))[0]
+        return c.timed(lambda: load_engine(base, spec, verify=support.verify_blobs))[0]
 
     def plain():
         model, _ = load_base(demo.base)  # untimed
@@ -86,6 +55,7 @@ def bench_loading(demo, spec, runs: int) -> dict:
             peft = PeftModel.from_pretrained(model, demo.router, adapter_name="router")
             for label, folder in demo.experts.items():
                 peft.load_adapter(folder, adapter_name=label)
+
         return c.timed(load)[0]
 
     mint_s, plain_s = [], []
@@ -95,18 +65,25 @@ def bench_loading(demo, spec, runs: int) -> dict:
         if i:  # the first round warms caches
             (mint_s, plain_s)[pair[0] is plain].append(first)
             (mint_s, plain_s)[pair[1] is plain].append(second)
-    return {"mint_s": c.median(mint_s), "plain_s": c.median(plain_s), "ratio": c.median(mint_s) / c.median(plain_s)}
+    return {
+        "mint_s": c.median(mint_s),
+        "plain_s": c.median(plain_s),
+        "ratio": c.median(mint_s) / c.median(plain_s),
+    }
 
 
 RESTART = """
 import json, sys
 from mint.objects import AdapterFiles, SetSpec
+from mint.runtime.loader import SharedBase
 from mint.runtime.swap import Runtime
 d = json.load(open(sys.argv[1]))
 af = lambda x: AdapterFiles(**x)
 spec = SetSpec(**{**d, "router": af(d["router"]), "summary": af(d["summary"]),
                   "experts": {k: af(v) for k, v in d["experts"].items()}})
-Runtime.open(sys.argv[2], spec)
+runtime = Runtime(SharedBase.load(sys.argv[2]))
+runtime.stage(spec)
+runtime.swap()
 """
 
 
@@ -125,32 +102,44 @@ def bench_swap(demo, specs, runs: int, tmp: Path) -> dict:
     from mint.runtime.loader import SharedBase
     from mint.runtime.swap import Runtime
 
-    runtime = Runtime(SharedBase.load(demo.base), verify=_verify)
+    runtime = Runtime(SharedBase.load(demo.base), verify=support.verify_blobs)
     runtime.update(specs[0])
     swap_s = [c.timed(lambda i=i: runtime.update(specs[(i + 1) % 2]))[0] for i in range(runs * 2)]
     runtime.close()
-    in_process = [c.timed(lambda: load_engine(SharedBase.load(demo.base), specs[1], verify=_verify))[0]
-                  for _ in range(runs)]
+    verify = support.verify_blobs
+    reload = lambda: load_engine(SharedBase.load(demo.base), specs[1], verify=verify)
+    in_process = [c.timed(reload)[0] for _ in range(runs)]
     spec_file = tmp / "spec.json"
     spec_file.write_text(json.dumps(dataclasses.asdict(specs[1])))
     command = [sys.executable, "-c", RESTART, str(spec_file), str(demo.base)]
-    process = [c.timed(lambda: subprocess.run(command, check=True, capture_output=True))[0] for _ in range(runs)]
+    process = [
+        c.timed(lambda: subprocess.run(command, check=True, capture_output=True))[0]
+        for _ in range(runs)
+    ]
     swap = c.median(swap_s)
-    return {"swap_s": swap, "restart_s": c.median(process), "restart_in_process_s": c.median(in_process),
-            "speedup": c.median(process) / swap, "speedup_in_process": c.median(in_process) / swap}
+    return {
+        "swap_s": swap,
+        "restart_s": c.median(process),
+        "restart_in_process_s": c.median(in_process),
+        "speedup": c.median(process) / swap,
+        "speedup_in_process": c.median(in_process) / swap,
+    }
 
 
 def bench_routing(demo, spec, n: int) -> dict:
     """The route stage's share of a turn's latency, over held-out requests."""
     from mint.runtime.evaluate import read_records
-    from mint.runtime.swap import Runtime
 
-    runtime = Runtime.open(demo.base, spec)
+    runtime = support.serving(demo.base, spec)
     turns = [runtime.turn(r["messages"]) for r in list(read_records(demo.heldout_data))[:n]]
     runtime.close()
     shares = [t.latency["route"] / t.latency["total"] for t in turns]
-    return {"route_ms": 1000 * c.median([t.latency["route"] for t in turns]),
-            "turn_ms": 1000 * c.median([t.latency["total"] for t in turns]), "route_share": c.median(shares), "n": n}
+    return {
+        "route_ms": 1000 * c.median([t.latency["route"] for t in turns]),
+        "turn_ms": 1000 * c.median([t.latency["total"] for t in turns]),
+        "route_share": c.median(shares),
+        "n": n,
+    }
 
 
 def bench_swaps_under_load(demo, specs, swaps: int = 20) -> dict:
@@ -158,15 +147,17 @@ def bench_swaps_under_load(demo, specs, swaps: int = 20) -> dict:
     import httpx
 
     from mint.runtime.server import ServerThread
-    from mint.runtime.swap import Runtime
 
-    runtime = Runtime.open(demo.base, specs[0], verify=_verify)
+    runtime = support.serving(demo.base, specs[0], verify=support.verify_blobs)
     statuses, stop = [], threading.Event()
 
     def client(url):
         with httpx.Client(base_url=url, timeout=120) as http:
             while not stop.is_set():
-                body = {"model": "macaron", "messages": [{"role": "user", "content": "fix python bug"}]}
+                body = {
+                    "model": "macaron",
+                    "messages": [{"role": "user", "content": "fix python bug"}],
+                }
                 try:
                     statuses.append(http.post("/v1/chat/completions", json=body).status_code)
                 except httpx.HTTPError:
@@ -188,28 +179,64 @@ def bench_swaps_under_load(demo, specs, swaps: int = 20) -> dict:
     return {"requests": len(statuses), "failed": sum(s != 200 for s in statuses), "swaps": swaps}
 
 
+def _ms(seconds: float) -> str:
+    return c.fmt_num(seconds * 1000, " ms")
+
+
 def report(results: dict) -> str:
-    load, swap, route, load_test = results["loading"], results["swap"], results["routing"], results["under_load"]
+    load, swap = results["loading"], results["swap"]
+    route, load_test = results["routing"], results["under_load"]
+    ok = lambda good: "ok" if good else "MISS"
     rows = [
-        ["load set (5 adapters) vs PeftModel.load_adapter", c.fmt_num(load["mint_s"] * 1000, " ms"),
-         c.fmt_num(load["plain_s"] * 1000, " ms"), f"{load['ratio']:.2f}x", "<= 1.1x",
-         c.verdict(load["ratio"], 1.1)],
-        ["hot swap vs restart (new process)", c.fmt_num(swap["swap_s"] * 1000, " ms"),
-         c.fmt_num(swap["restart_s"] * 1000, " ms"), f"{swap['speedup']:.0f}x faster", ">= 10x",
-         "ok" if swap["speedup"] >= 10 else "MISS"],
-        ["hot swap vs reload in process (lower bound)", c.fmt_num(swap["swap_s"] * 1000, " ms"),
-         c.fmt_num(swap["restart_in_process_s"] * 1000, " ms"), f"{swap['speedup_in_process']:.1f}x faster",
-         "-", "-"],
-        ["route stage / whole turn", c.fmt_num(route["route_ms"], " ms"), c.fmt_num(route["turn_ms"], " ms"),
-         f"{route['route_share']:.0%}", "-", "-"],
-        [f"failed requests during {load_test['swaps']} swaps", str(load_test["failed"]),
-         f"{load_test['requests']} sent", "-", "0", "ok" if load_test["failed"] == 0 else "MISS"],
+        [
+            "load set (5 adapters) vs PeftModel.load_adapter",
+            _ms(load["mint_s"]),
+            _ms(load["plain_s"]),
+            f"{load['ratio']:.2f}x",
+            "<= 1.1x",
+            c.verdict(load["ratio"], 1.1),
+        ],
+        [
+            "hot swap vs restart (new process)",
+            _ms(swap["swap_s"]),
+            _ms(swap["restart_s"]),
+            f"{swap['speedup']:.0f}x faster",
+            ">= 10x",
+            ok(swap["speedup"] >= 10),
+        ],
+        [
+            "hot swap vs reload in process (lower bound)",
+            _ms(swap["swap_s"]),
+            _ms(swap["restart_in_process_s"]),
+            f"{swap['speedup_in_process']:.1f}x faster",
+            "-",
+            "-",
+        ],
+        [
+            "route stage / whole turn",
+            c.fmt_num(route["route_ms"], " ms"),
+            c.fmt_num(route["turn_ms"], " ms"),
+            f"{route['route_share']:.0%}",
+            "-",
+            "-",
+        ],
+        [
+            f"failed requests during {load_test['swaps']} swaps",
+            str(load_test["failed"]),
+            f"{load_test['requests']} sent",
+            "-",
+            "0",
+            ok(load_test["failed"] == 0),
+        ],
     ]
-    return c.table("Runtime (tiny demo MoL, CPU)", ["figure", "mint", "baseline", "ratio", "target", ""], rows)
+    header = ["figure", "mint", "baseline", "ratio", "target", ""]
+    return c.table("Runtime (tiny demo MoL, CPU)", header, rows)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--runs", type=int, default=5)
     args = p.parse_args(argv)
     import torch

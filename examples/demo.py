@@ -8,8 +8,6 @@ Every step runs the real `mint` command and shows what it printed.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shlex
@@ -51,19 +49,17 @@ class Demo:
         self.work = work
         self.repo = work / "project"
 
-    def mint(self, *args: str, check: bool = True, show: bool = True, lines: int = 14) -> tuple[int, str]:
-        """Run the real CLI in this process and show the command and (the head of) its output."""
-        from mint.cli import cli
-        from mint.cli._errors import run
+    def mint(
+        self, *args: str, check: bool = True, show: bool = True, lines: int = 14
+    ) -> tuple[int, str]:
+        """Run the real CLI in this process; show the command and (the head of) its output."""
+        from mint.cli import run_in_process
 
         shown = " ".join(shlex.quote(str(a).replace(str(self.work) + "/", "")) for a in args)
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = run(cli, ["--repo", str(self.repo), *map(str, args)])
-        text = (out.getvalue() + err.getvalue()).rstrip()
+        code, out, err = run_in_process(["--repo", str(self.repo), *map(str, args)])
         if show:
             print(f"\n$ mint {shown}")
-            body = text.splitlines()
+            body = (out + err).rstrip().splitlines()
             for line in body[:lines]:
                 print(f"  {line}")
             if len(body) > lines:
@@ -72,7 +68,7 @@ class Demo:
                 print(f"  [exit status {code}]")
         if check and code != 0:
             raise SystemExit(f"demo: `mint {shown}` failed with exit status {code}")
-        return code, out.getvalue()
+        return code, out
 
 
 def say(text: str) -> None:
@@ -80,14 +76,10 @@ def say(text: str) -> None:
 
 
 def main() -> int:
+    from mint.examples.tiny import quiet_libraries
+
     os.environ.setdefault("MINT_USER", "demo")
-    import warnings
-
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
+    quiet_libraries()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mint-demo-") as tmp:
         run_demo(Demo(Path(tmp)))
@@ -96,6 +88,25 @@ def main() -> int:
 
 
 def run_demo(d: Demo) -> None:
+    files = train(d)
+    version(d, files)
+    setdir = commit_set(d, files)
+    gate(d, files)
+    say("5. Serve macaron@production over HTTP (it follows the channel)")
+    with Server(d, files.base) as server:
+        before = server.sample(files.heldout_data)
+        print(f"  served route accuracy on 40 held-out requests: {before:.2f}")
+        force_a_degraded_router(d, files, setdir, server, before)
+        roll_back(d, files, server)
+    say("8. The audit trail, a byte-exact checkout, and fsck")
+    d.mint("history", "macaron@production")
+    d.mint("checkout", "macaron@production", d.work / "checkout")
+    print("  " + " ".join(sorted(p.name for p in (d.work / "checkout").iterdir())))
+    d.mint("status")
+    d.mint("fsck")
+
+
+def train(d: Demo):
     import torch
 
     from mint.examples.train import build_demo
@@ -104,12 +115,17 @@ def run_demo(d: Demo) -> None:
     torch.set_num_threads(1)  # on two cores, one thread trains these tiny models fastest
     t = time.perf_counter()
     files = build_demo(d.work / "train")
-    print(f"  trained in {time.perf_counter() - t:.0f} s; held-out requests: {files.heldout_data.name}")
+    took = time.perf_counter() - t
+    print(f"  trained in {took:.0f} s; held-out requests: {files.heldout_data.name}")
+    return files
 
+
+def version(d: Demo, files) -> None:
     say("2. Version every adapter: init, base, commit, log, show, tag")
     d.mint("init", d.repo)
     d.mint("base", "add", "tiny-llama", files.base)
-    d.mint("commit", "router", files.router, "-m", "router trained on 400 requests", "--meta", "steps=200")
+    message = "router trained on 400 requests"
+    d.mint("commit", "router", files.router, "-m", message, "--meta", "steps=200")
     for label, folder in files.experts.items():
         d.mint("commit", label, folder, "-m", f"{label} specialist", show=label == "chat")
         d.mint("tag", "v1", label, show=False)
@@ -117,6 +133,8 @@ def run_demo(d: Demo) -> None:
     d.mint("log", "router")
     d.mint("show", "router@v1", lines=12)
 
+
+def commit_set(d: Demo, files) -> Path:
     say("3. Commit the set: every ref in mol.toml is pinned to a commit id")
     setdir = d.work / "macaron"
     setdir.mkdir()
@@ -125,44 +143,42 @@ def run_demo(d: Demo) -> None:
     (setdir / "mol.toml").write_text(MOL.format(router="router@v1"))
     d.mint("set", "commit", setdir / "mol.toml", "-m", "macaron with router v1")
     d.mint("show", "macaron", lines=12)
+    return setdir
 
+
+def gate(d: Demo, files) -> None:
     say("4. Gate it into production on its routing accuracy")
     (d.work / "production.toml").write_text(CONTRACT)
     d.mint("contract", "add", d.work / "production.toml")
     d.mint("route-eval", "macaron", "--data", files.heldout_data, "--contract", "production")
     d.mint("promote", "macaron", "--to", "production")
 
-    say("5. Serve macaron@production over HTTP (it follows the channel)")
-    with Server(d, files.base) as server:
-        before = server.sample(files.heldout_data)
-        print(f"  served route accuracy on 40 held-out requests: {before:.2f}")
 
-        say("6. A degraded router: commit, diff, gate refuses, --force with a reason")
-        d.mint("commit", "router", files.degraded_router, "-m", "router retrained (labels mixed up)")
-        d.mint("tag", "v2", "router")
-        d.mint("diff", "router@v1", "router@v2", lines=6)
-        (setdir / "mol.toml").write_text(MOL.format(router="router@v2"))
-        d.mint("set", "commit", setdir / "mol.toml", "-m", "macaron with router v2")
-        d.mint("route-eval", "macaron", "--data", files.heldout_data, "--contract", "production")
-        d.mint("gate", "macaron", "--to", "production", check=False)
-        d.mint("promote", "macaron", "--to", "production", check=False)
-        d.mint("promote", "macaron", "--to", "production", "--force", "--reason", "urgent: ship the new router")
-        server.wait_for(d.mint("show", "macaron@production", "--json", show=False)[1])
-        after = server.sample(files.heldout_data)
-        print(f"  served route accuracy after the forced promote: {after:.2f} (was {before:.2f})")
+def force_a_degraded_router(d: Demo, files, setdir: Path, server: Server, before: float) -> None:
+    say("6. A degraded router: commit, diff, gate refuses, --force with a reason")
+    message = "router retrained (labels mixed up)"
+    d.mint("commit", "router", files.degraded_router, "-m", message)
+    d.mint("tag", "v2", "router")
+    d.mint("diff", "router@v1", "router@v2", lines=6)
+    (setdir / "mol.toml").write_text(MOL.format(router="router@v2"))
+    d.mint("set", "commit", setdir / "mol.toml", "-m", "macaron with router v2")
+    d.mint("route-eval", "macaron", "--data", files.heldout_data, "--contract", "production")
+    d.mint("gate", "macaron", "--to", "production", check=False)
+    d.mint("promote", "macaron", "--to", "production", check=False)
+    reason = "urgent: ship the new router"
+    d.mint("promote", "macaron", "--to", "production", "--force", "--reason", reason)
+    server.wait_for(d.mint("show", "macaron@production", "--json", show=False)[1])
+    after = server.sample(files.heldout_data)
+    print(f"  served route accuracy after the forced promote: {after:.2f} (was {before:.2f})")
 
-        say("7. Roll back production; the server follows without a restart")
-        d.mint("rollback", "macaron@production", "--reason", "router v2 misroutes coding and ui")
-        server.wait_for(d.mint("show", "macaron@production", "--json", show=False)[1])
-        print(f"  served route accuracy after the rollback: {server.sample(files.heldout_data):.2f}")
-        print(f"  the server process is the same one (pid {server.proc.pid}); requests failed: {server.failures}")
 
-    say("8. The audit trail, a byte-exact checkout, and fsck")
-    d.mint("history", "macaron@production")
-    d.mint("checkout", "macaron@production", d.work / "checkout")
-    print("  " + " ".join(sorted(p.name for p in (d.work / "checkout").iterdir())))
-    d.mint("status")
-    d.mint("fsck")
+def roll_back(d: Demo, files, server: Server) -> None:
+    say("7. Roll back production; the server follows without a restart")
+    d.mint("rollback", "macaron@production", "--reason", "router v2 misroutes coding and ui")
+    server.wait_for(d.mint("show", "macaron@production", "--json", show=False)[1])
+    print(f"  served route accuracy after the rollback: {server.sample(files.heldout_data):.2f}")
+    pid, failures = server.proc.pid, server.failures
+    print(f"  the server process is the same one (pid {pid}); requests failed: {failures}")
 
 
 class Server:
@@ -178,10 +194,12 @@ class Server:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        args = ["--repo", str(self.demo.repo), "serve", "macaron@production", "--base", str(self.base),
-                "--port", str(self.port)]  # fmt: skip
-        print(f"\n$ mint serve macaron@production --base {self.base.name} --port {self.port} &")
-        self.proc = subprocess.Popen([sys.executable, "-m", "mint", *args], stderr=subprocess.PIPE, text=True)
+        repo, base, port = str(self.demo.repo), str(self.base), str(self.port)
+        args = ["--repo", repo, "serve", "macaron@production", "--base-dir", base, "--port", port]
+        print(f"\n$ mint serve macaron@production --base-dir {self.base.name} --port {port} &")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mint", *args], stderr=subprocess.PIPE, text=True
+        )
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -201,7 +219,11 @@ class Server:
         self.proc.wait(timeout=30)
 
     def ask(self, text: str) -> dict:
-        body = {"model": "macaron", "messages": [{"role": "user", "content": text}], "max_tokens": 8}
+        body = {
+            "model": "macaron",
+            "messages": [{"role": "user", "content": text}],
+            "max_tokens": 8,
+        }
         r = self.client.post("/v1/chat/completions", json=body)
         if r.status_code != 200:
             self.failures += 1
@@ -219,7 +241,10 @@ class Server:
             right += route == rec["label"]
             if i < 4:
                 answer = reply["choices"][0]["message"]["content"]
-                print(f"  [{rec['label']:>6} -> {route:<6}] {text!r} => {answer!r}  (set {reply['mint']['set'][:12]})")
+                served = reply["mint"]["set"][:12]
+                print(
+                    f"  [{rec['label']:>6} -> {route:<6}] {text!r} => {answer!r}  (set {served})"
+                )
         return right / len(records)
 
     def wait_for(self, show_json: str, timeout: float = 10.0) -> None:
@@ -229,10 +254,13 @@ class Server:
         while time.perf_counter() - t < timeout:
             health = self.client.get("/healthz").json()
             if target in json.dumps(health):
-                print(f"  the server now serves {target[:12]} (after {time.perf_counter() - t:.1f} s, no restart)")
+                took = time.perf_counter() - t
+                print(f"  the server now serves {target[:12]} (after {took:.1f} s, no restart)")
                 return
             time.sleep(0.1)
-        raise SystemExit(f"demo: the server did not follow the channel to {target[:12]} within {timeout} s")
+        raise SystemExit(
+            f"demo: the server did not follow the channel to {target[:12]} within {timeout} s"
+        )
 
 
 if __name__ == "__main__":

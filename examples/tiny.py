@@ -1,12 +1,20 @@
-"""Tiny, offline models for the demo, tests and benchmarks: a Llama base and LoRA adapters.
+"""Tiny, offline models for trying mint, and for the demo, tests and benchmarks.
+
+    python -m mint.examples.tiny DIR
+
+writes DIR/tiny-llama (a Llama base: config.json, tokenizer, safetensors weights) and
+DIR/adapter-a, DIR/adapter-b (PEFT LoRA adapters for it), then prints the commands to try.
 
 Nothing here downloads anything. The base is built from a config with random weights and a
-word-level tokenizer trained on a few lines, which is all that mint's store and runtime need.
+word-level tokenizer over a few lines of words, which is all that mint's store and runtime need.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import shlex
+import sys
 from pathlib import Path
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -76,14 +84,10 @@ def build_base(out_dir: str | Path, *, hidden: int = 64, layers: int = 2, seed: 
 
 
 def load_base(base_dir: str | Path):
-    """Load the tiny base (frozen, eval mode) and its tokenizer."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Load the tiny base (frozen, eval mode) and its tokenizer, as the runtime does."""
+    from mint.runtime.loader import load_frozen
 
-    model = AutoModelForCausalLM.from_pretrained(base_dir)
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model, AutoTokenizer.from_pretrained(base_dir)
+    return load_frozen(base_dir)
 
 
 def build_adapter(
@@ -127,3 +131,63 @@ def set_base_name(adapter_dir: Path, name: str) -> None:
     cfg = json.loads(path.read_text())
     cfg["base_model_name_or_path"] = name
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True))
+
+
+NEXT_STEPS = """
+Try mint on them (in a folder of your own):
+  mint init
+  mint base add tiny-llama {base}
+  mint commit chat {a} -m first
+  mint commit chat {b} -m second
+  mint log chat
+  mint diff chat~1 chat
+"""
+
+
+def write_playground(out_dir: str | Path) -> dict[str, Path]:
+    """A tiny base and two adapters for it under `out_dir`: tiny-llama, adapter-a, adapter-b."""
+    out = Path(out_dir)
+    base = build_base(out / "tiny-llama")
+    model, _ = load_base(base)
+    return {
+        "base": base,
+        "a": build_adapter(base, out / "adapter-a", seed=1, model=model),
+        "b": build_adapter(base, out / "adapter-b", seed=2, model=model),
+    }
+
+
+def quiet_libraries() -> None:
+    """No progress bars or deprecation warnings from transformers and peft in the output."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m mint.examples.tiny DIR`: models to try mint with, without one's own."""
+    parser = argparse.ArgumentParser(
+        prog="python -m mint.examples.tiny",
+        description="Write a tiny base (DIR/tiny-llama) and two LoRA adapters for it "
+        "(DIR/adapter-a, DIR/adapter-b), with random weights; nothing is downloaded.",
+    )
+    parser.add_argument("dir", type=Path, help="the folder to write them into")
+    out = parser.parse_args(argv).dir
+    taken = [n for n in ("tiny-llama", "adapter-a", "adapter-b") if (out / n).exists()]
+    if taken:
+        print(f"tiny: {out / taken[0]} already exists; choose another DIR", file=sys.stderr)
+        return 1
+    quiet_libraries()
+    paths = write_playground(out)
+    print(f"wrote a tiny base and two LoRA adapters for it into {out}:")
+    print(f"  {paths['base']}  a Llama base: config.json, tokenizer, weights")
+    print(f"  {paths['a']}, {paths['b']}  PEFT LoRA adapters for it")
+    print(NEXT_STEPS.format(**{k: shlex.quote(str(v)) for k, v in paths.items()}), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

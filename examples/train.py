@@ -6,7 +6,7 @@ topic words that belong to exactly one label. The router learns to emit the labe
 fixed answer for its own topic, so that answers show which expert wrote them; the `chat`
 specialist also learns to write summaries, since the demo set names it as the summary adapter.
 
-All words are in `mint.tiny.VOCAB_TEXT`, so the base that `mint.tiny.build_base` writes
+All words are in `mint.examples.tiny.VOCAB_TEXT`, so the base that `build_base` there writes
 tokenizes every request without unknown tokens.
 """
 
@@ -24,16 +24,19 @@ from mint.runtime import prompts
 LABELS = ("chat", "agent", "coding", "ui")
 
 TOPICS = {
-    "chat": "hello hi thanks thank good morning evening weather today tell joke story feel happy sad "
-    "talk friend day night".split(),
-    "agent": "plan book schedule meeting email send search web browse click open file run tool call "
-    "api fetch order ticket flight hotel task automate workflow step".split(),
-    "coding": "code python function bug fix error compile test class variable loop list sort array "
-    "string java rust write refactor debug".split(),
-    "ui": "button layout color css html page design screen font margin style component react form "
-    "modal icon theme dark light pixel align center".split(),
+    "chat": "hello hi thanks thank good morning evening weather today tell joke story feel happy "
+    "sad talk friend day night".split(),
+    "agent": "plan book schedule meeting email send search web browse click open file run tool "
+    "call api fetch order ticket flight hotel task automate workflow step".split(),
+    "coding": "code python function bug fix error compile test class variable loop list sort "
+    "array string java rust write refactor debug".split(),
+    "ui": "button layout color css html page design screen font margin style component react "
+    "form modal icon theme dark light pixel align center".split(),
 }
-FILLER = "please can could would you i we me my your the a an to of and for with is this that it how what".split()
+FILLER = (
+    "please can could would you i we me my your the a an to of and for with is this that it how "
+    "what"
+).split()
 
 ANSWERS = {
     "chat": "hello friend , good day to you !",
@@ -42,7 +45,9 @@ ANSWERS = {
     "ui": "design : align button center , dark theme .",
 }
 
-ROUTE_PROMPT = "choose the expert for the user . respond only with the label : chat , agent , coding or ui ."
+ROUTE_PROMPT = (
+    "choose the expert for the user . respond only with the label : chat , agent , coding or ui ."
+)
 SUMMARY_PROMPT = "summarize the turn ."
 
 Example = tuple[list[int], list[int]]  # (prompt ids, target ids the loss is taken on)
@@ -61,7 +66,12 @@ def synthetic_requests(n: int, *, seed: int = 0, labels: Sequence[str] = LABELS)
     out = []
     for i in range(n):
         label = labels[i % len(labels)]
-        out.append({"messages": [{"role": "user", "content": synthetic_request(label, rng)}], "label": label})
+        out.append(
+            {
+                "messages": [{"role": "user", "content": synthetic_request(label, rng)}],
+                "label": label,
+            }
+        )
     return out
 
 
@@ -72,9 +82,13 @@ def write_jsonl(records: Sequence[dict], path: str | Path) -> Path:
     return path
 
 
-def _example(tokenizer: Any, head: str, body: str, target: str, with_space: bool = True) -> Example:
+def _example(
+    tokenizer: Any, head: str, body: str, target: str, with_space: bool = True
+) -> Example:
     prompt = prompts.encode_prompt(tokenizer, head, body, 10**6)
-    target_ids = prompts.encode(tokenizer, (" " if with_space else "") + target) + [tokenizer.eos_token_id]
+    target_ids = prompts.encode(tokenizer, (" " if with_space else "") + target) + [
+        tokenizer.eos_token_id
+    ]
     return prompt, target_ids
 
 
@@ -123,7 +137,16 @@ def _batch(examples: Sequence[Example], pad_id: int):
     return ids, mask, labels
 
 
-def fit(model: Any, examples: Sequence[Example], *, steps: int, lr: float, batch_size: int, seed: int, pad_id: int) -> float:
+def fit(
+    model: Any,
+    examples: Sequence[Example],
+    *,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    pad_id: int,
+) -> float:
     """Train the trainable parameters of `model` on the examples; returns the last loss."""
     import torch
 
@@ -133,9 +156,13 @@ def fit(model: Any, examples: Sequence[Example], *, steps: int, lr: float, batch
     model.train()
     loss_value = float("nan")
     for _ in range(steps):
-        ids, mask, labels = _batch(rng.sample(list(examples), min(batch_size, len(examples))), pad_id)
+        ids, mask, labels = _batch(
+            rng.sample(list(examples), min(batch_size, len(examples))), pad_id
+        )
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1)
+        )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -162,7 +189,12 @@ class TrainSettings:
 
 
 def train_adapter(
-    base_dir: str | Path, out_dir: str | Path, examples: Sequence[Example], settings: TrainSettings, *, model: Any = None
+    base_dir: str | Path,
+    out_dir: str | Path,
+    examples: Sequence[Example],
+    settings: TrainSettings,
+    *,
+    model: Any = None,
 ) -> Path:
     """Train a fresh LoRA on `examples` and save it as PEFT does; `model` is left unchanged."""
     import torch
@@ -175,13 +207,25 @@ def train_adapter(
         model, tokenizer = load_base(base_dir)
     pad_id = tokenizer.pad_token_id if tokenizer is not None else model.config.pad_token_id
     torch.manual_seed(settings.seed)
-    config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, target_modules=list(settings.targets), lora_dropout=0.0)
+    config = LoraConfig(
+        r=settings.r,
+        lora_alpha=settings.alpha,
+        target_modules=list(settings.targets),
+        lora_dropout=0.0,
+    )
     peft_model = get_peft_model(model, config)
     threads = torch.get_num_threads()
     torch.set_num_threads(settings.threads or threads)
     try:
-        fit(peft_model, examples, steps=settings.steps, lr=settings.lr, batch_size=settings.batch_size,
-            seed=settings.seed, pad_id=pad_id)
+        fit(
+            peft_model,
+            examples,
+            steps=settings.steps,
+            lr=settings.lr,
+            batch_size=settings.batch_size,
+            seed=settings.seed,
+            pad_id=pad_id,
+        )
     finally:
         torch.set_num_threads(threads)
     out = Path(out_dir)
@@ -205,7 +249,9 @@ def train_router(
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
-    return train_adapter(base_dir, out_dir, router_examples(tokenizer, records, route_prompt), settings, model=model)
+    return train_adapter(
+        base_dir, out_dir, router_examples(tokenizer, records, route_prompt), settings, model=model
+    )
 
 
 def train_expert(
@@ -218,7 +264,8 @@ def train_expert(
     settings: TrainSettings = TrainSettings(steps=100),
     model: Any = None,
 ) -> Path:
-    """Train a specialist that answers its label's requests (and summarises, with `summary_prompt`)."""
+    """Train a specialist that answers its label's requests (and, given `summary_prompt`,
+    writes the summary of any turn)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
@@ -227,7 +274,7 @@ def train_expert(
 
 
 def mislabel(records: Sequence[dict], swap: dict[str, str]) -> list[dict]:
-    """The records with labels swapped as `swap` says, to train a router that is wrong on purpose."""
+    """The records with labels swapped as `swap` says: data for a router wrong on purpose."""
     return [{**r, "label": swap.get(r["label"], r["label"])} for r in records]
 
 
@@ -245,7 +292,9 @@ class DemoFiles:
     heldout_data: Path
 
 
-def build_demo(out_dir: str | Path, *, seed: int = 0, n_train: int = 400, n_heldout: int = 200) -> DemoFiles:
+def build_demo(
+    out_dir: str | Path, *, seed: int = 0, n_train: int = 400, n_heldout: int = 200
+) -> DemoFiles:
     """Build a tiny base and train the demo's router, its four specialists and a degraded router.
 
     The degraded router learned `coding` and `ui` swapped, so it routes about half the
@@ -257,18 +306,26 @@ def build_demo(out_dir: str | Path, *, seed: int = 0, n_train: int = 400, n_held
     base = build_base(out / "tiny-llama", seed=seed)
     model, _ = load_base(base)
     records = synthetic_requests(n_train, seed=seed + 1)
-    router = train_router(base, out / "router", records, model=model, settings=TrainSettings(seed=seed))
-    degraded = train_router(
-        base, out / "router-degraded", mislabel(records, {"coding": "ui", "ui": "coding"}),
-        model=model, settings=TrainSettings(seed=seed),
-    )
-    experts = {}
-    for label in LABELS:
-        summary = SUMMARY_PROMPT if label == "chat" else None
-        experts[label] = train_expert(base, out / label, label, records, summary_prompt=summary, model=model,
-                                      settings=TrainSettings(steps=100, seed=seed))
+    settings = TrainSettings(seed=seed)
+    router = train_router(base, out / "router", records, model=model, settings=settings)
+    swapped = mislabel(records, {"coding": "ui", "ui": "coding"})
+    degraded = train_router(base, out / "router-degraded", swapped, model=model, settings=settings)
+    expert_settings = TrainSettings(steps=100, seed=seed)
+    experts = {
+        label: train_expert(
+            base,
+            out / label,
+            label,
+            records,
+            model=model,
+            settings=expert_settings,
+            summary_prompt=SUMMARY_PROMPT if label == "chat" else None,
+        )
+        for label in LABELS
+    }
     (out / "route.md").write_text(ROUTE_PROMPT + "\n")
     (out / "summary.md").write_text(SUMMARY_PROMPT + "\n")
+    heldout = synthetic_requests(n_heldout, seed=seed + 2)
     return DemoFiles(
         base=base,
         router=router,
@@ -277,5 +334,5 @@ def build_demo(out_dir: str | Path, *, seed: int = 0, n_train: int = 400, n_held
         route_prompt=out / "route.md",
         summary_prompt=out / "summary.md",
         train_data=write_jsonl(records, out / "train.jsonl"),
-        heldout_data=write_jsonl(synthetic_requests(n_heldout, seed=seed + 2), out / "heldout.jsonl"),
+        heldout_data=write_jsonl(heldout, out / "heldout.jsonl"),
     )

@@ -8,10 +8,14 @@ Modules, from the bottom up:
 - `engine`: `load_engine(base, spec)` -> `Engine`, one set version: route, answer, summarise.
 - `pipeline`: `run_turn(engine, messages)` -> `TurnResult` (route, answer, summary, latencies).
 - `evaluate`: `evaluate_routes(engine, records)` -> `RouteEval` (accuracy, confusion matrix).
-- `swap`: `Runtime`, the serving slot with stage/swap, leases per request and channel following.
-- `server`: the OpenAI-compatible HTTP server (`create_app`, `serve`, `ServerThread`).
+- `swap`: `Runtime`, the serving slot with stage/swap, leases per request and channel following;
+  `Runtime.turn(messages, model=...)` is the one way a served request runs.
+- `server`: the OpenAI-compatible HTTP server (`create_app`, `serve`, `ServerThread`), over
+  `Runtime.turn`; it refuses bodies that are too large or nest too deeply with a 4xx.
 - `metrics`: counters and histograms rendered as Prometheus text.
+- `service`: the runtime over a repository, through `mint.api`: `open_runtime(repo, rev)` (what
+  `mint serve` runs) and `route_eval`. Every blob a set uses, prompts included, is re-hashed
+  before the set is staged (`store_verifier`).
 
-
-Importing this package imports none of torch, transformers or starlette; the modules do.
+Importing a module loads neither torch, transformers nor peft; they load on first use.
 """

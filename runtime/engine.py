@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from mint.errors import InvalidConfig
 from mint.objects import AdapterFiles, SetSpec
 from mint.runtime import prompts
+from mint.runtime.errors import UnknownModel
 from mint.runtime.loader import SharedBase, adapter_name
 from mint.runtime.router import RouteDecision, decide, label_sequences, score_continuations
 
@@ -62,28 +63,39 @@ class Engine:
         """The set commit id this engine serves."""
         return self.spec.id
 
+    def expert_for(self, model: str) -> str | None:
+        """What a request for `model` runs: None (route) for this set, else the expert's label.
+
+        Raises UnknownModel for any other name."""
+        if model == self.spec.name:
+            return None
+        if model in self.experts:
+            return model
+        raise UnknownModel(model, self.spec.name)
+
     def adapter_names(self) -> list[str]:
         """The distinct adapter names this engine uses."""
         return sorted({self.router, self.summarizer, *self.experts.values()})
 
     def route(self, messages: Sequence[dict]) -> RouteDecision:
         """Pick a label for the conversation; the set's default when routing cannot run."""
-        labels = list(self.spec.labels)
+        labels, tokenizer = list(self.spec.labels), self.base.tokenizer
         try:
             width = max(len(ids) for ids in self._label_ids)
             head, body = prompts.route_text(self.spec.route_prompt, messages)
-            prompt = prompts.encode_prompt(self.base.tokenizer, head, body, self.base.max_positions - width)
+            prompt = prompts.encode_prompt(tokenizer, head, body, self.base.max_positions - width)
             with self.base.using(self.router) as model:
-                scores = score_continuations(model, prompt, self._label_ids, self.base.tokenizer.pad_token_id)
-        except Exception as exc:  # routing must always produce a label
-            return RouteDecision(self.spec.default, {}, f"routing failed: {type(exc).__name__}: {exc}")
+                pad = tokenizer.pad_token_id
+                scores = score_continuations(model, prompt, self._label_ids, pad)
+        except Exception as exc:  # noqa: BLE001 - routing must always produce a label
+            why = f"routing failed: {type(exc).__name__}: {exc}"
+            return RouteDecision(self.spec.default, {}, why)
         return decide(labels, scores, self.spec.default)
 
     def generate(self, adapter: str, head: str, body: str, max_new_tokens: int) -> Generation:
         """Greedy decoding with one adapter active."""
-        from transformers import GenerationConfig
-
         import torch
+        from transformers import GenerationConfig
 
         tok = self.base.tokenizer
         prompt = prompts.encode_prompt(tok, head, body, self.base.max_positions - max_new_tokens)
@@ -95,7 +107,9 @@ class Engine:
             eos_token_id=tok.eos_token_id,
         )
         with self.base.using(adapter) as model:
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
+            out = model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config
+            )
         new = out[0, len(prompt) :].tolist()
         stopped = bool(new) and new[-1] == tok.eos_token_id
         text = tok.decode(new, skip_special_tokens=True).strip()
@@ -134,7 +148,9 @@ def load_engine(base: SharedBase, spec: SetSpec, *, verify: Verify | None = None
     label_ids = label_sequences(base.tokenizer, spec.labels)
     wanted = members(spec)
     for _ in range(3):  # a concurrent retire may unload a reused adapter; then prepare it too
-        prepared = [base.prepare(f) for cid, f in wanted.items() if not base.has(adapter_name(cid))]
+        prepared = [
+            base.prepare(f) for cid, f in wanted.items() if not base.has(adapter_name(cid))
+        ]
         if base.acquire(prepared, [adapter_name(cid) for cid in wanted]):
             return Engine(base, spec, label_ids)
     raise RuntimeError("adapters kept being unloaded while staging")  # pragma: no cover

@@ -1,6 +1,6 @@
 """Errors the runtime raises on purpose. All are `mint.errors.MintError`s.
 
-A base whose fingerprint differs from the set's raises `mint.errors.BaseMismatch`; a weights
+A base whose fingerprint differs from the set's raises `mint.errors.BaseFolderMismatch`; a
 file whose bytes changed raises whatever the `verify` callable raises (the store's
 `BlobCorrupt`). The classes here cover what only the runtime can find out.
 """
@@ -24,21 +24,25 @@ class AmbiguousLabels(MintError, ValueError):
     def __init__(self, first: str, second: str):
         super().__init__(f"routing labels {first!r} and {second!r} tokenize to the same tokens")
         self.first, self.second = first, second
-        self.hint = "rename one label so that the base's tokenizer can tell them apart"
+
+
+class UnknownModel(MintError, LookupError):
+    """A request named a model that is neither the served set nor one of its experts."""
+
+    def __init__(self, model: str, set_name: str):
+        super().__init__(
+            f"model {model!r} does not exist; this server serves {set_name!r} and its experts"
+        )
+        self.model, self.set_name = model, set_name
 
 
 class NothingStaged(MintError, RuntimeError):
     """`swap()` was called with no version staged."""
 
-    hint = "call stage(spec) first"
-
 
 class NotServing(MintError, RuntimeError):
     """The runtime has no active version yet."""
 
-    hint = "stage and swap a set version first"
-
 
 class EmptyConversation(MintError, ValueError):
     """A turn was asked for with no user message to answer."""
-

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mint.errors import InvalidConfig
+from mint.objects import Evaluation
 from mint.runtime.engine import Engine
 
 
@@ -20,6 +21,7 @@ class RouteEval:
     n: int
     fallbacks: int = 0  # records routed to the default because routing could not run
     set_id: str | None = None
+    evaluation: Evaluation | None = None  # where `mint route-eval --contract` recorded it
 
 
 def read_records(path: str | Path) -> Iterator[dict]:
@@ -32,7 +34,11 @@ def read_records(path: str | Path) -> Iterator[dict]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InvalidConfig(f"{path}:{number}: not JSON: {exc}") from None
-            if not isinstance(record, dict) or not isinstance(record.get("messages"), list) or "label" not in record:
+            if (
+                not isinstance(record, dict)
+                or not isinstance(record.get("messages"), list)
+                or "label" not in record
+            ):
                 raise InvalidConfig(f"{path}:{number}: expected an object with messages and label")
             yield record
 

@@ -1,4 +1,4 @@
-"""Load a frozen base once and a set's adapters onto it, checking everything before changing anything.
+"""Load a frozen base once and a set's adapters onto it; check everything, then change anything.
 
 One `SharedBase` holds the transformers model, its tokenizer and one `PeftModel` that carries
 the adapters of every loaded set version. An adapter is named after its commit id, so two
@@ -53,7 +53,7 @@ def peft_config_from_dict(config: dict, commit_id: str = "?"):
 
 
 def read_weights(path: str | Path, commit_id: str = "?") -> dict[str, Any]:
-    """Every tensor of a safetensors file, read through safetensors' memory map (no copies on disk)."""
+    """Every tensor of a safetensors file, read through safetensors' memory map (no copies)."""
     from safetensors import safe_open
 
     try:
@@ -61,7 +61,7 @@ def read_weights(path: str | Path, commit_id: str = "?") -> dict[str, Any]:
             return {key: handle.get_tensor(key) for key in handle.keys()}
     except FileNotFoundError:
         raise AdapterLoadError(commit_id, f"weights file {path} is missing") from None
-    except Exception as exc:  # safetensors raises its own SafetensorError and OSErrors
+    except Exception as exc:  # noqa: BLE001 - safetensors' own SafetensorError, OSErrors
         raise AdapterLoadError(commit_id, f"weights are not valid safetensors: {exc}") from None
 
 
@@ -106,6 +106,20 @@ def _layer_shapes(model: Any) -> dict[str, tuple[str, int, int]]:
     return shapes
 
 
+def load_frozen(path: str | Path) -> tuple[Any, Any]:
+    """(model, tokenizer) of a base folder: the model frozen and in eval mode, padding set."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(path)
+    model.eval()
+    for param in model.parameters():
+        param.requires_grad_(False)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
 class SharedBase:
     """The frozen base, its tokenizer, and the one PeftModel that holds every loaded adapter.
 
@@ -127,17 +141,8 @@ class SharedBase:
     @classmethod
     def load(cls, path: str | Path) -> SharedBase:
         """Load a base model folder: frozen, in eval mode, with its tokenizer."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         fingerprint = fingerprint_path(path)
-        model = AutoModelForCausalLM.from_pretrained(path)
-        model.eval()
-        for param in model.parameters():
-            param.requires_grad_(False)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        return cls(path, model, tokenizer, fingerprint)
+        return cls(path, *load_frozen(path), fingerprint)
 
     def check_fingerprint(self, expected: str, what: str = "the set") -> None:
         """Raise BaseMismatch unless this base is the one `what` was committed against."""
@@ -176,12 +181,14 @@ class SharedBase:
             )
         for key, shape in expected.items():
             if found[key] != shape:
-                raise AdapterLoadError(commit_id, f"tensor {key} has shape {list(found[key])}, "
-                                                  f"the base needs {list(shape)}")
+                raise AdapterLoadError(
+                    commit_id,
+                    f"tensor {key} has shape {list(found[key])}, the base needs {list(shape)}",
+                )
         return True
 
     def _lora_expected(self, config: Any) -> dict[str, tuple[int, int]] | None:
-        """Tensor name -> shape that a plain LoRA with `config` has on this base (None: not plain)."""
+        """Tensor name -> shape of a plain LoRA with `config` on this base; None if not plain."""
         from peft import PeftType
         from peft.tuners.tuners_utils import check_target_module_exists
         from peft.utils.other import get_pattern_key
@@ -190,8 +197,13 @@ class SharedBase:
             config.peft_type == PeftType.LORA
             and not isinstance(config.target_modules, str)
             and config.target_modules
-            and not (config.use_dora or config.modules_to_save or getattr(config, "target_parameters", None)
-                     or getattr(config, "trainable_token_indices", None) or config.bias != "none")
+            and not (
+                config.use_dora
+                or config.modules_to_save
+                or getattr(config, "target_parameters", None)
+                or getattr(config, "trainable_token_indices", None)
+                or config.bias != "none"
+            )
         )
         if not plain:
             return None
@@ -201,7 +213,11 @@ class SharedBase:
                 continue
             pattern = get_pattern_key(list(config.rank_pattern or {}), name)
             r = (config.rank_pattern or {}).get(pattern, config.r)
-            a, b = ("lora_A.weight", "lora_B.weight") if kind == "linear" else ("lora_embedding_A", "lora_embedding_B")
+            a, b = (
+                ("lora_A.weight", "lora_B.weight")
+                if kind == "linear"
+                else ("lora_embedding_A", "lora_embedding_B")
+            )
             expected[f"base_model.model.{name}.{a}"] = (r, rows)
             expected[f"base_model.model.{name}.{b}"] = (cols, r)
         return expected
@@ -212,11 +228,13 @@ class SharedBase:
 
         skeleton = self._meta_skeleton()
         try:
-            probe = PeftModel(skeleton, config, adapter_name=_SKELETON_NAME, low_cpu_mem_usage=True)
+            probe = PeftModel(
+                skeleton, config, adapter_name=_SKELETON_NAME, low_cpu_mem_usage=True
+            )
             result = set_peft_model_state_dict(
                 probe, state, adapter_name=_SKELETON_NAME, low_cpu_mem_usage=True
             )
-        except Exception as exc:  # peft raises ValueError/RuntimeError on shape or target errors
+        except Exception as exc:  # noqa: BLE001 - peft's ValueError, RuntimeError, ...
             raise AdapterLoadError(commit_id, f"does not fit the base: {exc}") from None
         missing = _own_missing(result.missing_keys, _SKELETON_NAME)
         if missing or result.unexpected_keys:
@@ -274,11 +292,13 @@ class SharedBase:
         else:
             self._peft.add_adapter(adapter.name, adapter.config)
         result = set_peft_model_state_dict(self._peft, adapter.state, adapter_name=adapter.name)
-        # prepare() proved the fit on the skeleton; this guards against peft disagreeing with itself
+        # prepare() proved the fit on the skeleton; this guards against peft contradicting itself
         missing = _own_missing(result.missing_keys, adapter.name)
         if missing or result.unexpected_keys:
             self._peft.delete_adapter(adapter.name)
-            raise AdapterLoadError(adapter.commit_id, "peft reported missing or unexpected tensors")
+            raise AdapterLoadError(
+                adapter.commit_id, "peft reported missing or unexpected tensors"
+            )
         self._peft.eval()
 
     def release(self, names: Iterable[str]) -> None:

@@ -35,7 +35,10 @@ class Histogram:
                 self.counts[i] += 1
 
     def lines(self, name: str, **labels: str) -> list[str]:
-        out = [f"{name}_bucket{_labels(**labels, le=repr(b))} {c}" for b, c in zip(self.buckets, self.counts)]
+        out = [
+            f"{name}_bucket{_labels(**labels, le=repr(b))} {c}"
+            for b, c in zip(self.buckets, self.counts)
+        ]
         out.append(f"{name}_bucket{_labels(**labels, le='+Inf')} {self.count}")
         out.append(f"{name}_sum{_labels(**labels)} {self.sum:.6f}")
         out.append(f"{name}_count{_labels(**labels)} {self.count}")
@@ -80,28 +83,37 @@ class Metrics:
         with self._lock:
             lines = self._counters() + self._histograms()
         serving = self.serving()
-        lines += ["# HELP mint_serving_info The set commit being served.", "# TYPE mint_serving_info gauge"]
+        lines += _header("mint_serving_info", "The set commit being served.", "gauge")
         if serving:
             lines.append(f"mint_serving_info{_labels(set=serving[0], commit=serving[1])} 1")
         return "\n".join(lines) + "\n"
 
     def _counters(self) -> list[str]:
-        lines = ["# HELP mint_requests_total Requests answered, by route.", "# TYPE mint_requests_total counter"]
-        lines += [f"mint_requests_total{_labels(route=r)} {n}" for r, n in sorted(self.requests.items())]
-        lines += ["# HELP mint_request_errors_total Requests refused, by HTTP status.",
-                  "# TYPE mint_request_errors_total counter"]
-        lines += [f"mint_request_errors_total{_labels(status=str(s))} {n}" for s, n in sorted(self.errors.items())]
+        name = "mint_requests_total"
+        lines = _header(name, "Requests answered, by route.", "counter")
+        lines += [f"{name}{_labels(route=r)} {n}" for r, n in sorted(self.requests.items())]
+        name = "mint_request_errors_total"
+        lines += _header(name, "Requests refused, by HTTP status.", "counter")
+        lines += [f"{name}{_labels(status=str(s))} {n}" for s, n in sorted(self.errors.items())]
         for name, value, text in (
-            ("mint_route_fallbacks_total", self.fallbacks, "Requests routed to the default label."),
+            (
+                "mint_route_fallbacks_total",
+                self.fallbacks,
+                "Requests routed to the default label.",
+            ),
             ("mint_swaps_total", self.swaps, "Set versions swapped in."),
             ("mint_swaps_failed_total", self.failed_swaps, "Set versions that failed to stage."),
         ):
-            lines += [f"# HELP {name} {text}", f"# TYPE {name} counter", f"{name} {value}"]
+            lines += [*_header(name, text, "counter"), f"{name} {value}"]
         return lines
 
     def _histograms(self) -> list[str]:
         name = "mint_stage_latency_seconds"
-        lines = [f"# HELP {name} Latency of each stage of a turn.", f"# TYPE {name} histogram"]
+        lines = _header(name, "Latency of each stage of a turn.", "histogram")
         for stage, histogram in sorted(self.stages.items()):
             lines += histogram.lines(name, stage=stage)
         return lines
+
+
+def _header(name: str, text: str, kind: str) -> list[str]:
+    return [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]

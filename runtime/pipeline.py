@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 
 from mint.runtime import prompts
 from mint.runtime.engine import Engine
-from mint.runtime.errors import EmptyConversation
+from mint.runtime.errors import EmptyConversation, UnknownModel
 
 DEFAULT_MAX_NEW_TOKENS = 24
 DEFAULT_SUMMARY_TOKENS = 12
+STAGES = ("route", "answer", "summary")  # timed in this order; `total` spans them
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,8 @@ class TurnResult:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
-    latency: dict[str, float] = field(default_factory=dict)  # seconds: route, answer, summary, total
+    # seconds per stage (route, answer, summary) and in all (total)
+    latency: dict[str, float] = field(default_factory=dict)
     route_fallback: str | None = None  # why the default label was used, when it was
     direct: bool = False  # the caller named the expert; no routing ran
 
@@ -53,28 +55,22 @@ def run_turn(
     `mint.route`/`mint.summary` (as `TurnResult.message()` does) are shown verbatim to the
     expert that wrote them and as their summary to every other expert.
     """
-    if not any(m.get("role") == "user" and prompts.text_of(m.get("content")).strip() for m in messages):
+    if not any(
+        m.get("role") == "user" and prompts.text_of(m.get("content")).strip() for m in messages
+    ):
         raise EmptyConversation("the conversation has no user message")
     if expert is not None and expert not in engine.experts:
-        raise KeyError(expert)
-    clock = {"start": time.perf_counter()}
-    fallback = None
-    if expert is None:
-        decision = engine.route(messages)
-        label, fallback = decision.label, decision.fallback
-    else:
-        label = expert
-    clock["route"] = time.perf_counter()
+        raise UnknownModel(expert, engine.spec.name)
+    clock = [time.perf_counter()]
+    decision = engine.route(messages) if expert is None else None
+    label = decision.label if decision else expert
+    clock.append(time.perf_counter())
     answer = engine.answer(label, messages, max_new_tokens)
-    clock["answer"] = time.perf_counter()
+    clock.append(time.perf_counter())
     summary = engine.summarize(prompts.last_user(messages), answer.text, summary_tokens)
-    clock["summary"] = time.perf_counter()
-    latency = {
-        "route": clock["route"] - clock["start"],
-        "answer": clock["answer"] - clock["route"],
-        "summary": clock["summary"] - clock["answer"],
-        "total": clock["summary"] - clock["start"],
-    }
+    clock.append(time.perf_counter())
+    latency = {stage: clock[i + 1] - clock[i] for i, stage in enumerate(STAGES)}
+    latency["total"] = clock[-1] - clock[0]
     return TurnResult(
         set_id=engine.id,
         set_name=engine.spec.name,
@@ -85,6 +81,6 @@ def run_turn(
         prompt_tokens=answer.prompt_tokens,
         completion_tokens=answer.completion_tokens,
         latency=latency,
-        route_fallback=fallback,
+        route_fallback=decision.fallback if decision else None,
         direct=expert is not None,
     )

@@ -26,7 +26,9 @@ def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        parts = [
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        ]
         return " ".join(str(p) for p in parts)
     return str(content)
 
@@ -61,7 +63,9 @@ def view_for(messages: Sequence[dict], label: str | None) -> list[dict]:
         if message.get("role") == "assistant" and summary and turn_route(message) != label:
             out.append({"role": "assistant", "content": summary})
         else:
-            out.append({"role": message.get("role", "user"), "content": text_of(message.get("content"))})
+            out.append(
+                {"role": message.get("role", "user"), "content": text_of(message.get("content"))}
+            )
     return out
 
 

@@ -6,7 +6,7 @@ labels are scored in one batched forward pass with the router adapter active. A 
 is the SUM of the log-probabilities of its tokens and of the end token, not normalised by
 length: with the end token included the sum is the model's probability of emitting exactly
 that label, which is comparable across labels of different lengths, and the router is trained
-on exactly this target (see `mint.runtime.train`). Length normalisation would favour long
+on exactly this target (see `mint.examples.train`). Length normalisation would favour long
 labels whose later tokens are nearly certain once the first is chosen.
 
 The best label wins. When scoring cannot run (a model error, non-finite scores) the set's
@@ -54,7 +54,9 @@ def label_sequences(tokenizer: Any, labels: Sequence[str]) -> list[list[int]]:
     return sequences
 
 
-def score_continuations(model: Any, prompt: list[int], continuations: list[list[int]], pad_id: int) -> list[float]:
+def score_continuations(
+    model: Any, prompt: list[int], continuations: list[list[int]], pad_id: int
+) -> list[float]:
     """Sum of log-probs of each continuation after `prompt`, in one batched forward pass.
 
     Sequences are right-padded: they share the prompt, so the positions whose logits are

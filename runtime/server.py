@@ -22,32 +22,41 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from mint.runtime.errors import EmptyConversation, NotServing
-from mint.runtime.pipeline import run_turn
+from mint.runtime.errors import EmptyConversation, NotServing, UnknownModel
 from mint.runtime.swap import Runtime
 
 MAX_BODY = 1 << 20  # bytes
+MAX_DEPTH = 64  # levels of nested arrays and objects; a chat request needs about six
 MAX_NEW_TOKENS = 256
 DEFAULT_NEW_TOKENS = 32
 ROLES = {"system", "user", "assistant", "developer", "tool"}
+
+# The runtime's refusals of a request: status, OpenAI error code, type and param.
+REFUSALS: dict[type[Exception], tuple[int, str, str, str | None]] = {
+    UnknownModel: (404, "model_not_found", "invalid_request_error", "model"),
+    EmptyConversation: (400, "empty_messages", "invalid_request_error", "messages"),
+    NotServing: (503, "not_serving", "server_error", None),
+}
 
 
 class ApiError(Exception):
     """A request the server refuses, with the OpenAI error fields."""
 
-    def __init__(self, status: int, message: str, code: str, type_: str = "invalid_request_error", param=None):
+    def __init__(self, status: int, message: str, code: str, *, param: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.code, self.type, self.param = status, message, code, type_, param
+        self.status, self.message, self.code, self.param = status, message, code, param
 
 
-def error_response(status: int, message: str, code: str, type_: str = "invalid_request_error", param=None) -> JSONResponse:
+def error_response(
+    status: int, message: str, code: str, type_: str = "invalid_request_error", param=None
+) -> JSONResponse:
     """`{"error": {"message", "type", "param", "code"}}` with `status`."""
     body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
     return JSONResponse(body, status_code=status)
 
 
-async def read_json(request: Request, limit: int) -> Any:
-    """The request body parsed as JSON, refusing bodies over `limit` bytes before reading them all."""
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body; bodies over `limit` bytes are refused before they are read in full."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise ApiError(413, f"request body is larger than {limit} bytes", "request_too_large")
@@ -57,10 +66,40 @@ async def read_json(request: Request, limit: int) -> Any:
         if size > limit:
             raise ApiError(413, f"request body is larger than {limit} bytes", "request_too_large")
         chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_json(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """`body` parsed as JSON, refusing nesting deeper than `max_depth` (400)."""
+    too_deep = ApiError(400, f"request body nests deeper than {max_depth} levels", "too_deep")
     try:
-        return json.loads(b"".join(chunks))
+        value = json.loads(body)
+    except RecursionError:  # the parser recurses once per level
+        raise too_deep from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
+    if nesting_depth(value, max_depth) > max_depth:
+        raise too_deep
+    return value
+
+
+def nesting_depth(value: Any, stop: int) -> int:
+    """How deep arrays and objects nest in `value` (1 for `[]`), counting no further than
+    `stop + 1`; without recursion, so that no depth can exhaust the stack."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > stop:
+            return deepest
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 @dataclass(frozen=True)
@@ -78,27 +117,37 @@ def parse_chat(body: Any) -> ChatRequest:
         raise ApiError(400, "request body must be a JSON object", "invalid_request")
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise ApiError(400, "`model` is required and must be a string", "missing_model", param="model")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "`messages` must be a non-empty list", "empty_messages", param="messages")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise ApiError(400, f"messages[{i}] needs a role in {sorted(ROLES)}", "invalid_messages", param="messages")
-        if not isinstance(message.get("content"), (str, list, type(None))):
-            raise ApiError(400, f"messages[{i}].content must be a string or a list of parts",
-                           "invalid_messages", param="messages")
-    if not any(m["role"] == "user" and m.get("content") for m in messages):
-        raise ApiError(400, "`messages` has no user message to answer", "empty_messages", param="messages")
+        message = "`model` is required and must be a string"
+        raise ApiError(400, message, "missing_model", param="model")
     if body.get("stream"):
         raise ApiError(400, "streaming is not supported", "unsupported_parameter", param="stream")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens", DEFAULT_NEW_TOKENS))
-    if max_tokens is None:
-        max_tokens = DEFAULT_NEW_TOKENS
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_NEW_TOKENS:
-        raise ApiError(400, f"`max_tokens` must be an integer from 1 to {MAX_NEW_TOKENS}",
-                       "invalid_max_tokens", param="max_tokens")
-    return ChatRequest(model, messages, max_tokens)
+    return ChatRequest(model, _messages(body.get("messages")), _max_tokens(body))
+
+
+def _messages(messages: Any) -> list[dict]:
+    def refuse(message: str, code: str = "invalid_messages") -> ApiError:
+        return ApiError(400, message, code, param="messages")
+
+    if not isinstance(messages, list) or not messages:
+        raise refuse("`messages` must be a non-empty list", "empty_messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise refuse(f"messages[{i}] needs a role in {sorted(ROLES)}")
+        if not isinstance(message.get("content"), (str, list, type(None))):
+            raise refuse(f"messages[{i}].content must be a string or a list of parts")
+    if not any(m["role"] == "user" and m.get("content") for m in messages):
+        raise refuse("`messages` has no user message to answer", "empty_messages")
+    return messages
+
+
+def _max_tokens(body: dict) -> int:
+    value = body.get("max_completion_tokens", body.get("max_tokens"))
+    if value is None:
+        return DEFAULT_NEW_TOKENS
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_NEW_TOKENS:
+        message = f"`max_tokens` must be an integer from 1 to {MAX_NEW_TOKENS}"
+        raise ApiError(400, message, "invalid_max_tokens", param="max_tokens")
+    return value
 
 
 def completion_body(request: ChatRequest, result) -> dict:
@@ -108,12 +157,14 @@ def completion_body(request: ChatRequest, result) -> dict:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.model,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": result.answer},
-            "finish_reason": result.finish_reason,
-            "logprobs": None,
-        }],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.answer},
+                "finish_reason": result.finish_reason,
+                "logprobs": None,
+            }
+        ],
         "usage": {
             "prompt_tokens": result.prompt_tokens,
             "completion_tokens": result.completion_tokens,
@@ -138,30 +189,20 @@ class _Handlers:
         self.runtime, self.max_body = runtime, max_body
 
     async def chat(self, request: Request) -> Response:
-        chat = parse_chat(await read_json(request, self.max_body))
-        lease = self.runtime.lease()  # the version active now answers, whatever is swapped in meanwhile
-        try:
-            engine = lease.engine
-            if chat.model == engine.spec.name:
-                expert = None
-            elif chat.model in engine.experts:
-                expert = chat.model
-            else:
-                raise ApiError(404, f"model {chat.model!r} does not exist; this server serves "
-                                    f"{engine.spec.name!r} and its experts", "model_not_found", param="model")
-            result = await run_in_threadpool(
-                run_turn, engine, chat.messages, expert=expert, max_new_tokens=chat.max_tokens
-            )
-        finally:
-            lease.release()
-        self.runtime.metrics.turn(result.route, result.latency, result.route_fallback is not None)
+        chat = parse_chat(parse_json(await read_body(request, self.max_body)))
+        result = await run_in_threadpool(
+            self.runtime.turn, chat.messages, model=chat.model, max_new_tokens=chat.max_tokens
+        )
         return JSONResponse(completion_body(chat, result))
 
     async def models(self, request: Request) -> Response:
         with self.runtime.lease() as engine:
             spec = engine.spec
             data = [_model_entry(spec.name, spec.id, "set", spec.name)]
-            data += [_model_entry(label, files.commit_id, "expert", spec.name) for label, files in spec.experts.items()]
+            data += [
+                _model_entry(label, files.commit_id, "expert", spec.name)
+                for label, files in spec.experts.items()
+            ]
         return JSONResponse({"object": "list", "data": data})
 
     async def healthz(self, request: Request) -> Response:
@@ -169,20 +210,30 @@ class _Handlers:
         if engine is None:
             return JSONResponse({"status": "starting", "commit": None}, status_code=503)
         metrics = self.runtime.metrics
-        return JSONResponse({
-            "status": "ok",
-            "set": engine.spec.name,
-            "commit": engine.id,
-            "swaps": metrics.swaps,
-            "failed_swaps": metrics.failed_swaps,
-        })
+        return JSONResponse(
+            {
+                "status": "ok",
+                "set": engine.spec.name,
+                "commit": engine.id,
+                "swaps": metrics.swaps,
+                "failed_swaps": metrics.failed_swaps,
+            }
+        )
 
     async def metrics(self, request: Request) -> Response:
-        return PlainTextResponse(self.runtime.metrics.render(), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(
+            self.runtime.metrics.render(), media_type="text/plain; version=0.0.4"
+        )
 
 
 def _model_entry(name: str, commit: str, kind: str, owner: str) -> dict:
-    return {"id": name, "object": "model", "created": 0, "owned_by": owner, "mint": {"kind": kind, "commit": commit}}
+    return {
+        "id": name,
+        "object": "model",
+        "created": 0,
+        "owned_by": owner,
+        "mint": {"kind": kind, "commit": commit},
+    }
 
 
 def create_app(runtime: Runtime, *, max_body: int = MAX_BODY) -> Starlette:
@@ -191,27 +242,26 @@ def create_app(runtime: Runtime, *, max_body: int = MAX_BODY) -> Starlette:
 
     async def api_error(request: Request, exc: ApiError) -> Response:
         runtime.metrics.error(exc.status)
-        return error_response(exc.status, exc.message, exc.code, exc.type, exc.param)
+        return error_response(exc.status, exc.message, exc.code, param=exc.param)
 
     async def http_error(request: Request, exc: HTTPException) -> Response:
         runtime.metrics.error(exc.status_code)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, str(exc.detail), code)
 
-    async def not_serving(request: Request, exc: NotServing) -> Response:
-        runtime.metrics.error(503)
-        return error_response(503, str(exc), "not_serving", "server_error")
-
-    async def empty(request: Request, exc: EmptyConversation) -> Response:
-        runtime.metrics.error(400)
-        return error_response(400, str(exc), "empty_messages", param="messages")
+    async def refused(request: Request, exc: Exception) -> Response:
+        status, code, type_, param = next(REFUSALS[k] for k in type(exc).__mro__ if k in REFUSALS)
+        runtime.metrics.error(status)
+        return error_response(status, str(exc), code, type_, param)
 
     async def disconnected(request: Request, exc: ClientDisconnect) -> Response:
         return Response(status_code=499)
 
     async def crashed(request: Request, exc: Exception) -> Response:
         runtime.metrics.error(500)
-        return error_response(500, f"internal error: {type(exc).__name__}", "internal_error", "server_error")
+        return error_response(
+            500, f"internal error: {type(exc).__name__}", "internal_error", "server_error"
+        )
 
     routes = [
         Route("/v1/chat/completions", handlers.chat, methods=["POST"]),
@@ -219,12 +269,19 @@ def create_app(runtime: Runtime, *, max_body: int = MAX_BODY) -> Starlette:
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
     ]
-    errors = {ApiError: api_error, HTTPException: http_error, NotServing: not_serving, EmptyConversation: empty,
-              ClientDisconnect: disconnected, Exception: crashed}
+    errors = {
+        ApiError: api_error,
+        HTTPException: http_error,
+        **dict.fromkeys(REFUSALS, refused),
+        ClientDisconnect: disconnected,
+        Exception: crashed,
+    }
     return Starlette(routes=routes, exception_handlers=errors)
 
 
-def serve(runtime: Runtime, host: str = "127.0.0.1", port: int = 8000, *, log_level: str = "info") -> None:
+def serve(
+    runtime: Runtime, host: str = "127.0.0.1", port: int = 8000, *, log_level: str = "info"
+) -> None:
     """Serve `runtime` until interrupted (blocks)."""
     import uvicorn
 
@@ -237,10 +294,19 @@ class ServerThread:
     `port=0` takes a free port; `url` tells which once started.
     """
 
-    def __init__(self, runtime: Runtime, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning"):
+    def __init__(
+        self,
+        runtime: Runtime,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        log_level: str = "warning",
+    ):
         import uvicorn
 
-        config = uvicorn.Config(create_app(runtime), host=host, port=port, log_level=log_level, lifespan="off")
+        config = uvicorn.Config(
+            create_app(runtime), host=host, port=port, log_level=log_level, lifespan="off"
+        )
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, name="mint-serve", daemon=True)
         self.host = host

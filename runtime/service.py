@@ -6,17 +6,17 @@ pieces; the CLI stays a thin layer over it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from mint import api
 from mint.errors import BaseFolderUnknown, InvalidConfig
 from mint.ids import EvalSource
-from mint.objects import Evaluation, SetSpec
+from mint.objects import SetSpec
 from mint.repo import Repo
 from mint.runtime.engine import open_engine
-from mint.runtime.evaluate import evaluate_routes, read_records
+from mint.runtime.evaluate import RouteEval, evaluate_routes, read_records
 from mint.runtime.loader import SharedBase
 from mint.runtime.swap import Runtime
 
@@ -43,7 +43,9 @@ def base_dir_for(repo: Repo, spec: SetSpec, base_dir: str | None) -> str:
     return str(path.parent if path.name == "config.json" else path)
 
 
-def open_runtime(repo: Repo, rev: str, base_dir: str | None = None, *, poll_interval: float = 0.5) -> Runtime:
+def open_runtime(
+    repo: Repo, rev: str, base_dir: str | None = None, *, poll_interval: float = 0.5
+) -> Runtime:
     """Load REV's set onto the base and keep following REV (a channel, tag or line)."""
     spec = api.set_spec(repo, rev)
     runtime = Runtime(
@@ -58,20 +60,15 @@ def open_runtime(repo: Repo, rev: str, base_dir: str | None = None, *, poll_inte
     return runtime
 
 
-@dataclass(frozen=True)
-class RouteEvalResult:
-    set_id: str
-    accuracy: float
-    n: int
-    fallbacks: int
-    confusion: dict[str, dict[str, int]]
-    evaluation: Evaluation | None
-
-
 def route_eval(
-    repo: Repo, rev: str, data: str, *, base_dir: str | None = None, contract: str | None = None,
+    repo: Repo,
+    rev: str,
+    data: str,
+    *,
+    base_dir: str | None = None,
+    contract: str | None = None,
     by: str,
-) -> RouteEvalResult:
+) -> RouteEval:
     """Routing accuracy of REV's router on labelled requests; recorded under CONTRACT if given."""
     spec = api.set_spec(repo, rev)
     records = list(read_records(data))
@@ -82,12 +79,16 @@ def route_eval(
         result = evaluate_routes(engine, records)
     finally:
         engine.close()
-    evaluation = None
-    if contract:
-        digest = hashlib.sha256(Path(data).read_bytes()).hexdigest()
-        evaluation = api.record_evaluation(
-            repo, spec.id, contract, {"route_accuracy": result.accuracy},
-            source=EvalSource.ROUTE_EVAL, evaluator={"command": ["mint", "route-eval"], "records": result.n},
-            data_hash=digest, by=by,
-        )  # fmt: skip
-    return RouteEvalResult(spec.id, result.accuracy, result.n, result.fallbacks, result.confusion, evaluation)
+    if not contract:
+        return result
+    evaluation = api.record_evaluation(
+        repo,
+        spec.id,
+        contract,
+        {"route_accuracy": result.accuracy},
+        source=EvalSource.ROUTE_EVAL,
+        evaluator={"command": ["mint", "route-eval"], "records": result.n},
+        data_hash=hashlib.sha256(Path(data).read_bytes()).hexdigest(),
+        by=by,
+    )
+    return dataclasses.replace(result, evaluation=evaluation)

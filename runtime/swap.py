@@ -17,14 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from mint.objects import SetSpec
 from mint.runtime.engine import Engine, Verify, load_engine
 from mint.runtime.errors import NothingStaged, NotServing
 from mint.runtime.loader import SharedBase
 from mint.runtime.metrics import Metrics
-from mint.runtime.pipeline import TurnResult, run_turn
+from mint.runtime.pipeline import DEFAULT_MAX_NEW_TOKENS, TurnResult, run_turn
 
 log = logging.getLogger("mint.runtime")
 
@@ -106,14 +105,6 @@ class Runtime:
         self._follower: threading.Thread | None = None
         self._failed: tuple[str, float] | None = None
 
-    @classmethod
-    def open(cls, base_dir: str | Path, spec: SetSpec, **kwargs) -> Runtime:
-        """Load a base and serve `spec` on it; raises if `spec` cannot be loaded."""
-        runtime = cls(SharedBase.load(base_dir), **kwargs)
-        runtime.stage(spec)
-        runtime.swap()
-        return runtime
-
     # --- serving ---------------------------------------------------------------------
 
     @property
@@ -136,10 +127,21 @@ class Runtime:
             slot.leases += 1
         return Lease(self, slot)
 
-    def turn(self, messages: Sequence[dict], **kwargs) -> TurnResult:
-        """Run one turn on the active version and count it in the metrics."""
+    def turn(
+        self,
+        messages: Sequence[dict],
+        *,
+        model: str | None = None,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    ) -> TurnResult:
+        """Run one turn on the active version and count it in the metrics.
+
+        `model` names the set (routed) or one of its experts (that expert answers, no
+        routing); a name the active version does not serve raises UnknownModel.
+        """
         with self.lease() as engine:
-            result = run_turn(engine, messages, **kwargs)
+            expert = engine.expert_for(model) if model is not None else None
+            result = run_turn(engine, messages, expert=expert, max_new_tokens=max_new_tokens)
         self.metrics.turn(result.route, result.latency, result.route_fallback is not None)
         return result
 
@@ -178,7 +180,7 @@ class Runtime:
                 if self._staged is None:
                     raise NothingStaged("nothing is staged")
                 old, self._active, self._staged = self._active, self._staged, None
-                at, new_id, stage_s = time.time(), self._active.engine.id, self._active.stage_seconds
+                new, at = self._active, time.time()  # requests from now on run on `new`
                 unload = old is not None and old.leases == 0
                 if old is not None:
                     old.retired = True
@@ -186,16 +188,17 @@ class Runtime:
                 old.engine.close()
             self.metrics.swapped()
             self._failed = None
-            self._remember(SwapRecord(at, old.engine.id if old else None, new_id, True, stage_s))
-            log.info("serving set %s", new_id[:12])
-            return new_id
+            old_id = old.engine.id if old else None
+            self._remember(SwapRecord(at, old_id, new.engine.id, True, new.stage_seconds))
+            log.info("serving set %s", new.engine.id[:12])
+            return new.engine.id
 
     def update(self, spec: SetSpec) -> bool:
         """Stage and swap in one call; False (old version still serving) when staging failed."""
         with self._change:
             try:
                 self.stage(spec)
-            except Exception:
+            except Exception:  # noqa: BLE001 - counted and logged by stage()
                 return False
             self.swap()
             return True
@@ -204,7 +207,7 @@ class Runtime:
         """Serve set commit `commit_id`, fetched with `load_spec`; False when it cannot be."""
         try:
             spec = self.load_spec(commit_id)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure leaves the old version serving
             self._record_failure(commit_id, exc, 0.0)
             return False
         return self.update(spec)
@@ -212,9 +215,10 @@ class Runtime:
     def _record_failure(self, commit_id: str, exc: Exception, seconds: float) -> None:
         self.metrics.swap_failed()
         self._failed = (commit_id, time.monotonic())
-        serving = self.active.id[:12] if self.active else "nothing"
-        self._remember(SwapRecord(time.time(), self.active.id if self.active else None, commit_id, False,
-                                  seconds, f"{type(exc).__name__}: {exc}"))
+        active = self.active.id if self.active else None
+        why = f"{type(exc).__name__}: {exc}"
+        self._remember(SwapRecord(time.time(), active, commit_id, False, seconds, why))
+        serving = active[:12] if active else "nothing"
         log.error("staging set %s failed, still serving %s: %s", commit_id[:12], serving, exc)
 
     def _remember(self, record: SwapRecord) -> None:
@@ -228,7 +232,11 @@ class Runtime:
         active = self.active
         if active is not None and commit == active.id:
             return False
-        if self._failed and self._failed[0] == commit and time.monotonic() - self._failed[1] < self.retry_after:
+        if (
+            self._failed
+            and self._failed[0] == commit
+            and time.monotonic() - self._failed[1] < self.retry_after
+        ):
             return False
         return self.update_to(commit)
 
@@ -239,14 +247,16 @@ class Runtime:
         if self._follower is not None:
             return
         self._stop.clear()
-        self._follower = threading.Thread(target=self._follow_loop, name="mint-follow", daemon=True)
+        self._follower = threading.Thread(
+            target=self._follow_loop, name="mint-follow", daemon=True
+        )
         self._follower.start()
 
     def _follow_loop(self) -> None:
         while not self._stop.wait(self.poll_interval):
             try:
                 self.poll()
-            except Exception as exc:  # a failing resolve must not end the follower
+            except Exception as exc:  # noqa: BLE001 - a failing resolve must not end the follower
                 log.warning("following the channel: %s", exc)
 
     def stop(self) -> None:

@@ -1,8 +1,8 @@
 """The MoL flow through the real CLI on both databases: sets, route-eval and the gate,
 `mint serve` following a channel in its own process, hot rollback under load, export."""
 
+import datetime as dt
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -11,11 +11,14 @@ import time
 import httpx
 import pytest
 
-from conftest import one_line_error
 from mint import api
+from mint.errors import BlobCorrupt
 from mint.examples.demo import MOL
-from test_runtime_support import demo, random_router
+from mint.runtime.service import open_runtime
 
+from conftest import one_line_error
+from hubserver import free_port
+from test_runtime_support import ask_until, demo, random_router
 
 
 @pytest.fixture
@@ -36,14 +39,18 @@ def mol(mint, repo, tmp_path, tmp_path_factory):
         router = mint("commit", "router", path, "-m", name, "--json").json()["id"]
         (folder / "mol.toml").write_text(MOL.format(router=router))
         sets[name] = mint("set", "commit", folder / "mol.toml", "-m", name, "--json").json()["id"]
-    (tmp_path / "prod.toml").write_text('name = "prod"\nchannel = "production"\n[[metric]]\nname = "route_accuracy"\nmin = 0.97\n')
+    (tmp_path / "prod.toml").write_text(
+        'name = "prod"\nchannel = "production"\n[[metric]]\nname = "route_accuracy"\nmin = 0.97\n'
+    )
     assert mint("contract", "add", tmp_path / "prod.toml").code == 0
     return mint, sets, files, folder
 
 
 def test_route_eval_gates_the_set(mol, repo):
     mint, sets, files, _ = mol
-    good = mint("route-eval", sets["good"], "--data", files.heldout_data, "--contract", "prod", "--json")
+    good = mint(
+        "route-eval", sets["good"], "--data", files.heldout_data, "--contract", "prod", "--json"
+    )
     assert good.code == 0, good
     r = good.json()
     assert r["accuracy"] >= 0.97 and r["n"] == 200
@@ -52,22 +59,36 @@ def test_route_eval_gates_the_set(mol, repo):
     assert r["evaluation"]["data_hash"]
     assert mint("promote", sets["good"], "--to", "production").code == 0
 
-    rnd = mint("route-eval", sets["random"], "--data", files.heldout_data, "--contract", "prod", "--json").json()
+    rnd = mint(
+        "route-eval", sets["random"], "--data", files.heldout_data, "--contract", "prod", "--json"
+    ).json()
     assert rnd["accuracy"] < 0.97
     refused = mint("promote", sets["random"], "--to", "production")
     assert refused.code == 3 and "route_accuracy" in refused.out
     assert api.resolve(repo, "macaron@production") == sets["good"]
-    assert mint("rollback", "macaron@production").code != 0  # one holder only: nothing to go back to
+    assert (
+        mint("rollback", "macaron@production").code != 0
+    )  # one holder only: nothing to go back to
     hist = mint("history", "macaron@production", "--json").json()
-    assert [h["to"] for h in hist] == [sets["good"]] and hist[0]["evaluations"] == [r["evaluation"]["id"]]
+    assert [h["to"] for h in hist] == [sets["good"]] and hist[0]["evaluations"] == [
+        r["evaluation"]["id"]
+    ]
 
 
-def test_route_eval_bad_data(mol, tmp_path):
-    mint, sets, _, _ = mol
+def test_route_eval_bad_data_and_the_base_dir_option(mol, tmp_path):
+    mint, sets, files, _ = mol
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"messages": [], "label": "chat"}\nnot json\n')
     one_line_error(mint("route-eval", sets["good"], "--data", bad), "not JSON")
     one_line_error(mint("route-eval", "chat", "--data", bad), "not a set")
+    # the base folder is --base-dir; --base, its old name, still works but is not shown
+    for flag in ("--base-dir", "--base"):  # the data are read first, so both fail on them
+        one_line_error(mint("route-eval", "macaron", "--data", bad, flag, files.base), "JSON")
+    both = ("--base", files.base, "--base-dir", tmp_path)
+    one_line_error(mint("route-eval", "macaron", "--data", bad, *both), "--base-dir", code=2)
+    for command in ("serve", "route-eval"):
+        shown = mint(command, "--help").out
+        assert "--base-dir" in shown and "--base " not in shown
 
 
 def test_export_vllm_and_peft(mol, tmp_path):
@@ -96,14 +117,14 @@ class Served:
     """`mint serve macaron@canary` in its own process."""
 
     def __init__(self, repo_root, base):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
+        argv = ["--repo", str(repo_root), "serve", "macaron@canary", "--base-dir", str(base)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mint", "--repo", str(repo_root), "serve", "macaron@canary", "--base", str(base),
-             "--port", str(self.port), "--poll", "0.2"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [sys.executable, "-m", "mint", *argv, "--port", str(self.port), "--poll", "0.2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.time() + 120  # a liveness limit, not a timing assertion
         while time.time() < deadline:
@@ -135,17 +156,14 @@ def test_serve_follows_the_channel_under_load(mol, repo):
     assert mint("promote", order[0], "--to", "canary").code == 0
     server = Served(repo.root, files.base)
     results, stop = [], threading.Event()
-
-    def client():
-        with httpx.Client(base_url=server.url, timeout=60) as c:
-            while not stop.is_set():
-                started = time.time()
-                r = c.post("/v1/chat/completions", json={
-                    "model": "macaron", "max_tokens": 4,
-                    "messages": [{"role": "user", "content": "python function bug fix"}]})  # fmt: skip
-                results.append((started, time.time(), r.status_code, r.json()))
-
-    threads = [threading.Thread(target=client) for _ in range(2)]
+    threads = [
+        threading.Thread(
+            target=ask_until,
+            args=(server.url, stop, results, "python bug fix"),
+            kwargs={"max_tokens": 4},
+        )
+        for _ in range(2)
+    ]
     try:
         for t in threads:
             t.start()
@@ -161,19 +179,28 @@ def test_serve_follows_the_channel_under_load(mol, repo):
         for t in threads:
             t.join()
         server.stop()
-    assert results and all(code == 200 for _, _, code, _ in results), [r for r in results if r[2] != 200][:3]
+    failed = [r for r in results if r[2] != 200]
+    assert results and not failed, failed[:3]
     hist = api.history(repo, "macaron@canary")
     assert len(hist) == 21 and [m.action for m in hist[1:3]] == ["promote", "rollback"]
-    import datetime as dt
-
     moves = [(dt.datetime.fromisoformat(m.at).timestamp(), m.to) for m in hist]
     for started, finished, _, body in results:
         # The holder when the request started, or the one just before it while the server
         # was following (it swaps between requests, within one poll of the move), or one
         # that took the channel while the request was on its way to the server.
-        held = [to for at, to in moves if at <= started][-2:] + [to for at, to in moves if started < at <= finished]
+        held = [to for at, to in moves if at <= started][-2:]
+        held += [to for at, to in moves if started < at <= finished]
         assert body["mint"]["set"] in held, (started, body["mint"]["set"][:12])
     assert {body["mint"]["set"] for _, _, _, body in results} >= {sets["good"], sets["degraded"]}
+
+
+def flip_bytes(repo, blob: str) -> None:
+    """Change a stored blob in place (it is read-only in the store), as bit rot would."""
+    path = repo.store.local_path(blob)
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[-8:] = bytes(b ^ 0x01 for b in data[-8:])  # a prompt still reads as text
+    path.write_bytes(bytes(data))
 
 
 def test_corrupt_staged_version_never_serves(mol, repo):
@@ -181,12 +208,8 @@ def test_corrupt_staged_version_never_serves(mol, repo):
     assert mint("promote", sets["good"], "--to", "canary").code == 0
     server = Served(repo.root, files.base)
     try:
-        weights = api.show(repo, api.show(repo, sets["degraded"]).members[0].commit_id).files["adapter_model.safetensors"]
-        path = repo.store.local_path(weights.sha256)
-        path.chmod(0o644)
-        data = bytearray(path.read_bytes())
-        data[-8:] = b"\x7f" * 8  # still valid safetensors, but not the committed bytes
-        path.write_bytes(bytes(data))
+        router = api.show(repo, sets["degraded"]).members[0].commit_id
+        flip_bytes(repo, api.show(repo, router).files["adapter_model.safetensors"].sha256)
         assert mint("promote", sets["degraded"], "--to", "canary").code == 0
         deadline = time.time() + 60
         while httpx.get(server.url + "/healthz").json()["failed_swaps"] == 0:
@@ -194,11 +217,67 @@ def test_corrupt_staged_version_never_serves(mol, repo):
             time.sleep(0.1)
         assert server.serving() == sets["good"]
         assert "mint_swaps_failed_total 1" in httpx.get(server.url + "/metrics").text
-        r = httpx.post(server.url + "/v1/chat/completions", json={"model": "macaron", "max_tokens": 4,
-                       "messages": [{"role": "user", "content": "hello friend"}]})  # fmt: skip
+        message = {"role": "user", "content": "hello friend"}
+        r = httpx.post(
+            server.url + "/v1/chat/completions",
+            json={"model": "macaron", "max_tokens": 4, "messages": [message]},
+        )
         assert r.status_code == 200 and r.json()["mint"]["set"] == sets["good"]
         bad = httpx.post(server.url + "/v1/chat/completions", content=b"{not json")
         assert bad.status_code == 400 and "error" in bad.json()
         assert server.serving() == sets["good"]
     finally:
         server.stop()
+
+
+def test_a_set_whose_route_prompt_is_corrupt_never_serves(mol, repo, tmp_path):
+    mint, sets, files, folder = mol
+    # a version with a route prompt of its own, so that corrupting it touches no other set
+    (folder / "route.md").write_text(files.route_prompt.read_text() + "route the turn .\n")
+    reworded = mint("set", "commit", folder / "mol.toml", "-m", "reworded", "--json").json()["id"]
+    staged_before = api.set_spec(repo, reworded)
+    assert mint("promote", sets["good"], "--to", "canary").code == 0
+    runtime = open_runtime(repo, "macaron@canary", str(files.base), poll_interval=0.05)
+    try:
+        flip_bytes(repo, api.show(repo, reworded).files["route.md"].sha256)
+        assert mint("promote", reworded, "--to", "canary").code == 0
+        runtime.follow()
+        deadline = time.time() + 60
+        while runtime.metrics.failed_swaps < 1:
+            assert time.time() < deadline, "the runtime never tried the corrupt version"
+            time.sleep(0.05)
+        with pytest.raises(BlobCorrupt):
+            runtime.stage(staged_before)  # its text was read before the damage: still refused
+        assert runtime.active.id == sets["good"] and runtime.staged is None
+        assert runtime.turn([{"role": "user", "content": "fix python bug"}]).set_id == sets["good"]
+    finally:
+        runtime.close()
+    port = free_port()
+    argv = ["--repo", str(repo.root), "serve", reworded, "--base-dir", str(files.base)]
+    served = subprocess.run(
+        [sys.executable, "-m", "mint", *argv, "--port", str(port)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert served.returncode == 1, served
+    lines = served.stderr.strip().splitlines()
+    assert len(lines) == 1 and "corrupt" in lines[0] and "Traceback" not in served.stderr, lines
+
+
+def test_tiny_gives_a_newcomer_a_base_and_adapters_to_commit(mint, repo, tmp_path, capsys):
+    from mint.examples import tiny
+
+    play = tmp_path / "play"
+    assert tiny.main([str(play)]) == 0
+    printed = capsys.readouterr().out
+    assert "mint init" in printed
+    assert f"mint base add tiny-llama {play / 'tiny-llama'}" in printed
+    assert f"mint commit chat {play / 'adapter-a'} -m first" in printed
+    assert mint("base", "add", "tiny-llama", play / "tiny-llama").code == 0
+    first = mint("commit", "chat", play / "adapter-a", "-m", "first", "--json")
+    second = mint("commit", "chat", play / "adapter-b", "-m", "second", "--json")
+    assert first.code == 0 and second.code == 0, (first, second)
+    assert [c.id for c in api.log(repo, "chat")] == [second.json()["id"], first.json()["id"]]
+    assert mint("diff", "chat~1", "chat").code == 0
+    assert tiny.main([str(play)]) == 1  # it never writes over a folder

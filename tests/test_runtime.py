@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
 from mint.errors import BaseMismatch, InvalidConfig
-from mint.runtime import prompts
 from mint.examples import train
+from mint.runtime import prompts
 from mint.runtime.engine import load_engine
 from mint.runtime.errors import AdapterLoadError, AmbiguousLabels, EmptyConversation
 from mint.runtime.evaluate import evaluate_routes, read_records
@@ -81,7 +83,9 @@ def test_loaded_adapters_match_peft_from_pretrained(base, demo, engine):
     reference = PeftModel.from_pretrained(model, demo.router)
     ids = torch.tensor([prompts.encode(tokenizer, "please fix python bug")])
     with torch.inference_mode(), base.using(engine.router) as ours:
-        assert torch.allclose(ours(input_ids=ids).logits, reference(input_ids=ids).logits, atol=1e-5)
+        assert torch.allclose(
+            ours(input_ids=ids).logits, reference(input_ids=ids).logits, atol=1e-5
+        )
 
 
 def test_base_with_another_fingerprint_is_refused(base, demo):
@@ -98,7 +102,10 @@ def test_incomplete_or_foreign_weights_are_refused_before_loading(base, demo, tm
     (folder / "adapter_config.json").write_text((demo.router / "adapter_config.json").read_text())
     cases = {
         "missing": {k: v for i, (k, v) in enumerate(sorted(tensors.items())) if i},
-        "unexpected": {**tensors, "base_model.model.model.layers.9.mlp.lora_A.weight": torch.zeros(8, 64)},
+        "unexpected": {
+            **tensors,
+            "base_model.model.model.layers.9.mlp.lora_A.weight": torch.zeros(8, 64),
+        },
         "misshapen": {k: (v[:4] if "lora_A" in k else v).contiguous() for k, v in tensors.items()},
         "not finite": {k: v.clone().fill_(math.nan) for k, v in tensors.items()},
     }
@@ -129,12 +136,41 @@ def test_inconsistent_sets_are_refused(base, demo):
         load_engine(base, support.make_spec(demo, experts=experts, default="vision"))
 
 
+IMPORT_EVERY_MODULE = """
+import importlib, pkgutil, sys
+import mint, mint.cli, mint.runtime, mint.store
+for package in (mint, mint.cli, mint.runtime, mint.store):
+    for m in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if m.name.startswith(("mint.examples", "mint.migrations")) or m.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(m.name)
+        except Exception as exc:  # another module's own problem; its tests say so
+            print(f"{m.name}: {exc!r}", file=sys.stderr)
+print(sorted(k for k in ("torch", "transformers", "peft") if k in sys.modules))
+"""
+
+
+def test_no_module_of_mint_imports_torch_when_imported():
+    """torch, transformers and peft load when the runtime first needs them, not on import;
+    only the examples (`mint.examples`) may import them at the top."""
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_EVERY_MODULE], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 # --- routing --------------------------------------------------------------------------------
 
 
 def test_routing_only_ever_returns_a_label(base, demo):
     experts = {label: support.adapter_files(path) for label, path in demo.experts.items()}
-    multi = {"chat": experts["chat"], "ui design": experts["ui"], "ui button": experts["ui"], "l0 agent": experts["agent"]}
+    multi = {
+        "chat": experts["chat"],
+        "ui design": experts["ui"],
+        "ui button": experts["ui"],
+        "l0 agent": experts["agent"],
+    }
     for spec in (support.make_spec(demo), support.make_spec(demo, experts=multi)):
         engine = load_engine(base, spec)
         try:
@@ -142,7 +178,10 @@ def test_routing_only_ever_returns_a_label(base, demo):
                 decision = engine.route(user(text))
                 assert decision.label in spec.labels, text
                 assert decision.fallback is None
-            assert engine.route([{"role": "assistant", "content": "model_id=l9"}]).label in spec.labels
+            assert (
+                engine.route([{"role": "assistant", "content": "model_id=l9"}]).label
+                in spec.labels
+            )
         finally:
             engine.close()
 
@@ -159,7 +198,9 @@ def test_labels_of_several_tokens_are_scored_on_every_token(base, demo):
         prompt = prompts.encode_prompt(tok, head, body, 400)
         with base.using(engine.router) as model:
             batched = score_continuations(model, prompt, sequences, tok.pad_token_id)
-            alone = [score_continuations(model, prompt, [s], tok.pad_token_id)[0] for s in sequences]
+            alone = [
+                score_continuations(model, prompt, [s], tok.pad_token_id)[0] for s in sequences
+            ]
     finally:
         engine.close()
     assert batched == pytest.approx(alone, abs=1e-4)
@@ -186,8 +227,11 @@ def test_undecidable_scores_fall_back_to_the_default():
 
 def test_trained_router_passes_and_random_router_does_not(base, demo, heldout):
     results = {}
-    for name, folder in {"trained": demo.router, "random": support.random_router(),
-                         "degraded": demo.degraded_router}.items():
+    for name, folder in {
+        "trained": demo.router,
+        "random": support.random_router(),
+        "degraded": demo.degraded_router,
+    }.items():
         engine = load_engine(base, support.make_spec(demo, router=support.adapter_files(folder)))
         try:
             results[name] = evaluate_routes(engine, heldout)
@@ -200,7 +244,10 @@ def test_trained_router_passes_and_random_router_does_not(base, demo, heldout):
     assert all(trained.confusion[label][label] >= 45 for label in train.LABELS)
     assert results["random"].accuracy < 0.97
     assert results["degraded"].accuracy < 0.97
-    assert results["degraded"].confusion["coding"]["ui"] > results["degraded"].confusion["coding"]["coding"]
+    assert (
+        results["degraded"].confusion["coding"]["ui"]
+        > results["degraded"].confusion["coding"]["coding"]
+    )
 
 
 def test_route_records_are_read_from_jsonl(tmp_path):
@@ -228,12 +275,21 @@ def test_a_turn_routes_answers_and_summarises(engine):
 
 def test_each_expert_sees_its_own_turns_verbatim_and_others_as_summaries(engine):
     first = run_turn(engine, user("fix python bug"))
-    second = run_turn(engine, [*user("fix python bug"), first.message(), *user("align button center")])
-    history = [*user("fix python bug"), first.message(), *user("align button center"), second.message()]
+    second = run_turn(
+        engine, [*user("fix python bug"), first.message(), *user("align button center")]
+    )
+    history = [
+        *user("fix python bug"),
+        first.message(),
+        *user("align button center"),
+        second.message(),
+    ]
     assert (first.route, second.route) == ("coding", "ui")
     coding_view = prompts.view_for(history, "coding")
     ui_view = prompts.view_for(history, "ui")
-    assert coding_view[1]["content"] == first.answer and coding_view[3]["content"] == second.summary
+    assert (
+        coding_view[1]["content"] == first.answer and coding_view[3]["content"] == second.summary
+    )
     assert ui_view[1]["content"] == first.summary and ui_view[3]["content"] == second.answer
     _, body = prompts.answer_text(history, "ui")
     assert first.answer not in body and first.summary in body and second.answer in body
@@ -245,6 +301,15 @@ def test_a_conversation_without_a_user_message_is_refused(engine):
 
 
 def test_content_parts_are_read_as_text():
-    parts = [{"type": "text", "text": "fix"}, {"type": "image_url", "image_url": {}}, {"type": "text", "text": "bug"}]
+    parts = [
+        {"type": "text", "text": "fix"},
+        {"type": "image_url", "image_url": {}},
+        {"type": "text", "text": "bug"},
+    ]
     assert prompts.text_of(parts) == "fix bug"
-    assert json.loads(json.dumps(prompts.view_for([{"role": "user", "content": parts}], None)))[0]["content"] == "fix bug"
+    assert (
+        json.loads(json.dumps(prompts.view_for([{"role": "user", "content": parts}], None)))[0][
+            "content"
+        ]
+        == "fix bug"
+    )

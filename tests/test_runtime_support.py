@@ -11,12 +11,16 @@ import hashlib
 import json
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
 from mint.bases import fingerprint_path
 from mint.errors import BlobCorrupt
 from mint.ids import object_id
 from mint.objects import AdapterFiles, SetSpec
+from mint.runtime.loader import SharedBase
+from mint.runtime.swap import Runtime
 
 _CACHE: dict[str, object] = {}
 
@@ -61,7 +65,8 @@ def adapter_files(folder: str | Path, *, weights: str | Path | None = None) -> A
 
 
 def store_blob(objects: Path, source: str | Path) -> Path:
-    """Copy a file into an object-store layout (`objects/ab/cdef…`, read-only), as mint stores blobs."""
+    """Copy a file into an object-store layout (`objects/ab/cdef…`, read-only), as mint's
+    store keeps blobs."""
     blob = sha256_file(source)
     target = objects / blob[:2] / blob[2:]
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -72,8 +77,10 @@ def store_blob(objects: Path, source: str | Path) -> Path:
 
 
 def stored_adapter(objects: Path, folder: str | Path) -> AdapterFiles:
-    """An adapter whose weights are read from a store blob (so that `verify_blobs` can check them)."""
-    return adapter_files(folder, weights=store_blob(objects, Path(folder) / "adapter_model.safetensors"))
+    """An adapter whose weights are read from a store blob (which `verify_blobs` can check)."""
+    return adapter_files(
+        folder, weights=store_blob(objects, Path(folder) / "adapter_model.safetensors")
+    )
 
 
 def verify_blobs(spec: SetSpec) -> None:
@@ -84,6 +91,27 @@ def verify_blobs(spec: SetSpec) -> None:
         actual = sha256_file(path)
         if actual != expected:
             raise BlobCorrupt(expected, actual)
+
+
+def serving(base_dir: str | Path, spec: SetSpec, **kwargs) -> Runtime:
+    """A runtime on a freshly loaded base, serving `spec` (raises if `spec` cannot be staged)."""
+    runtime = Runtime(SharedBase.load(base_dir), **kwargs)
+    runtime.stage(spec)
+    runtime.swap()
+    return runtime
+
+
+def ask_until(url: str, stop: threading.Event, results: list, text: str, **extra) -> None:
+    """Ask the server at `url` about `text` until `stop` is set; append (started, finished,
+    status, body) for every request. `extra` goes into the request body (`max_tokens`...)."""
+    import httpx
+
+    body = {"model": "macaron", "messages": [{"role": "user", "content": text}], **extra}
+    with httpx.Client(base_url=url, timeout=120) as http:
+        while not stop.is_set():
+            started = time.time()
+            response = http.post("/v1/chat/completions", json=body)
+            results.append((started, time.time(), response.status_code, response.json()))
 
 
 def make_spec(
@@ -101,7 +129,10 @@ def make_spec(
     router = router or adapter_files(files.router)
     labels = labels or list(experts)
     body = {
-        "name": name, "labels": labels, "default": default, "router": router.commit_id,
+        "name": name,
+        "labels": labels,
+        "default": default,
+        "router": router.commit_id,
         "experts": {k: v.commit_id for k, v in experts.items()},
     }
     return SetSpec(

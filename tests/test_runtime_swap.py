@@ -6,11 +6,10 @@ import os
 import threading
 import time
 
-import httpx
 import pytest
 
 from mint.errors import BaseMismatch, BlobCorrupt
-from mint.runtime.errors import AdapterLoadError, NothingStaged
+from mint.runtime.errors import AdapterLoadError, NothingStaged, UnknownModel
 from mint.runtime.loader import SharedBase
 from mint.runtime.server import ServerThread
 from mint.runtime.swap import Runtime
@@ -20,20 +19,19 @@ import test_runtime_support as support
 
 @pytest.fixture(scope="module")
 def versions(demo, tmp_path_factory):
-    """Three set versions whose weights lie in an object store: good, degraded, and one to corrupt."""
+    """Three set versions whose weights lie in an object store: good, degraded, one to corrupt."""
     objects = tmp_path_factory.mktemp("store") / "objects"
-    experts = {label: support.stored_adapter(objects, path) for label, path in demo.experts.items()}
-    good = support.make_spec(demo, experts=experts, router=support.stored_adapter(objects, demo.router))
-    degraded = support.make_spec(demo, experts=experts,
-                                 router=support.stored_adapter(objects, demo.degraded_router))
-    doomed = support.make_spec(demo, experts=experts,
-                               router=support.stored_adapter(objects, support.random_router()))
-    return good, degraded, doomed
+    experts = {label: support.stored_adapter(objects, p) for label, p in demo.experts.items()}
+    return tuple(
+        support.make_spec(demo, experts=experts, router=support.stored_adapter(objects, router))
+        for router in (demo.router, demo.degraded_router, support.random_router())
+    )
 
 
 def corrupt(path: str) -> None:
     """Change one byte of a stored blob in place, as bit rot or a careless hand would (once)."""
-    if support.sha256_file(path) != os.path.basename(os.path.dirname(path)) + os.path.basename(path):
+    blob = os.path.basename(os.path.dirname(path)) + os.path.basename(path)
+    if support.sha256_file(path) != blob:
         return  # already corrupt
     os.chmod(path, 0o644)
     data = bytearray(open(path, "rb").read())
@@ -43,11 +41,23 @@ def corrupt(path: str) -> None:
 
 @pytest.fixture
 def runtime(demo, versions):
-    runtime = Runtime(SharedBase.load(demo.base), verify=support.verify_blobs)
-    runtime.stage(versions[0])
-    runtime.swap()
+    runtime = support.serving(demo.base, versions[0], verify=support.verify_blobs)
     yield runtime
     runtime.close()
+
+
+def following(demo, versions) -> tuple[Runtime, dict]:
+    """A runtime that follows a channel held in a dict: `channel["commit"] = id` moves it."""
+    specs = {s.id: s for s in versions}
+    channel = {"commit": versions[0].id}
+    runtime = Runtime(
+        SharedBase.load(demo.base),
+        verify=support.verify_blobs,
+        resolve=lambda: channel["commit"],
+        load_spec=specs.__getitem__,
+        poll_interval=0.05,
+    )
+    return runtime, channel
 
 
 def user(text):
@@ -77,6 +87,15 @@ def test_stage_loads_beside_the_serving_version_and_swap_switches(runtime, versi
         runtime.swap()
 
 
+def test_a_turn_names_the_set_or_an_expert_and_nothing_else(runtime, versions):
+    assert runtime.turn(user("fix python bug"), model="macaron").route == "coding"
+    direct = runtime.turn(user("fix python bug"), model="ui")
+    assert direct.route == "ui" and direct.direct
+    with pytest.raises(UnknownModel, match="gpt-4"):
+        runtime.turn(user("fix python bug"), model="gpt-4")
+    assert sum(runtime.metrics.requests.values()) == 2
+
+
 def test_a_request_in_flight_finishes_on_the_version_it_started_on(runtime, versions):
     good, degraded, _ = versions
     lease = runtime.lease()
@@ -89,7 +108,9 @@ def test_a_request_in_flight_finishes_on_the_version_it_started_on(runtime, vers
     assert lease.engine.router not in runtime.base.loaded()
 
 
-def test_a_corrupt_or_mismatched_version_never_replaces_the_serving_one(runtime, versions, demo, tmp_path):
+def test_a_corrupt_or_mismatched_version_never_replaces_the_serving_one(
+    runtime, versions, demo, tmp_path
+):
     good, _, doomed = versions
     corrupt(doomed.router.weights)
     with pytest.raises(BlobCorrupt):
@@ -109,15 +130,12 @@ def test_a_corrupt_or_mismatched_version_never_replaces_the_serving_one(runtime,
     assert runtime.metrics.failed_swaps == 3 and runtime.metrics.swaps == 1
     assert [r.ok for r in runtime.history] == [True, False, False, False]
     assert runtime.turn(user("fix python bug")).set_id == good.id
-    assert 'mint_swaps_failed_total 3' in runtime.metrics.render()
+    assert "mint_swaps_failed_total 3" in runtime.metrics.render()
 
 
 def test_the_follower_stages_and_swaps_when_the_channel_moves(demo, versions):
     good, degraded, doomed = versions
-    specs = {s.id: s for s in versions}
-    channel = {"commit": good.id}
-    runtime = Runtime(SharedBase.load(demo.base), verify=support.verify_blobs,
-                      resolve=lambda: channel["commit"], load_spec=specs.__getitem__, poll_interval=0.05)
+    runtime, channel = following(demo, versions)
     runtime.follow()
     try:
         wait_for(lambda: runtime.active is not None and runtime.active.id == good.id)
@@ -135,39 +153,35 @@ def test_the_follower_stages_and_swaps_when_the_channel_moves(demo, versions):
         runtime.close()
 
 
+def move_back_and_forth(runtime: Runtime, channel: dict, versions, results: list) -> None:
+    """20 moves of the channel between good and degraded, two through the corrupt version."""
+    good, degraded, doomed = versions
+    for flip in range(20):
+        target = degraded if flip % 2 == 0 else good
+        channel["commit"] = target.id
+        wait_for(lambda t=target: runtime.active.id == t.id)
+        if flip % 10 == 5:  # a corrupt version in between: refused, the old one keeps serving
+            channel["commit"] = doomed.id
+            failed = runtime.metrics.failed_swaps
+            wait_for(lambda f=failed: runtime.metrics.failed_swaps > f)
+            channel["commit"] = target.id
+        wait_for(lambda n=2 * (flip + 1): len(results) >= n)
+
+
 def test_many_swaps_under_concurrent_requests_fail_no_request(demo, versions):
     good, degraded, doomed = versions
-    specs = {s.id: s for s in versions}
-    channel = {"commit": good.id}
-    runtime = Runtime(SharedBase.load(demo.base), verify=support.verify_blobs,
-                      resolve=lambda: channel["commit"], load_spec=specs.__getitem__, poll_interval=0.05)
+    runtime, channel = following(demo, versions)
     corrupt(doomed.router.weights)
     runtime.update(good)
     runtime.follow()
     results, stop = [], threading.Event()
-
-    def client(url):
-        with httpx.Client(base_url=url, timeout=120) as http:
-            while not stop.is_set():
-                started = time.time()
-                response = http.post("/v1/chat/completions", json={"model": "macaron", "messages": user("fix bug")})
-                results.append((started, time.time(), response.status_code, response.json()))
-
     with ServerThread(runtime) as url:
-        threads = [threading.Thread(target=client, args=(url,)) for _ in range(3)]
+        asking = (url, stop, results, "fix bug")
+        threads = [threading.Thread(target=support.ask_until, args=asking) for _ in range(3)]
         for thread in threads:
             thread.start()
         try:
-            for flip in range(20):
-                target = degraded if flip % 2 == 0 else good
-                channel["commit"] = target.id
-                wait_for(lambda: runtime.active.id == target.id)
-                if flip % 10 == 5:  # a corrupt version in between: refused, old one keeps serving
-                    channel["commit"] = doomed.id
-                    failed = runtime.metrics.failed_swaps
-                    wait_for(lambda: runtime.metrics.failed_swaps > failed)
-                    channel["commit"] = target.id
-                wait_for(lambda: len(results) >= 2 * (flip + 1))
+            move_back_and_forth(runtime, channel, versions, results)
         finally:
             stop.set()
             for thread in threads:
@@ -178,7 +192,9 @@ def test_many_swaps_under_concurrent_requests_fail_no_request(demo, versions):
     assert {body["mint"]["set"] for *_, body in results} == {good.id, degraded.id}
     swaps = [r for r in runtime.history if r.ok]
     assert len(swaps) == 21 and runtime.metrics.failed_swaps >= 2
-    spans = [(r.new, r.at, nxt.at if nxt else float("inf")) for r, nxt in zip(swaps, swaps[1:] + [None])]
+    spans = [(r.new, r.at, n.at if n else float("inf")) for r, n in zip(swaps, swaps[1:] + [None])]
     for started, ended, _, body in results:
         served = body["mint"]["set"]
-        assert any(commit == served and since <= ended and started <= until for commit, since, until in spans)
+        assert any(
+            c == served and since <= ended and started <= until for c, since, until in spans
+        )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from mint import api
@@ -21,12 +23,39 @@ def _quiet_libraries() -> None:
         hf_logging.set_verbosity_error()
 
 
+def base_dir_option(fn):
+    """`--base-dir DIR`: the base model folder. `--base DIR` still works, hidden: elsewhere
+    `--base` takes a base's NAME (`commit`, `pull`), so the folder took another name."""
+    folder = click.Path(exists=True, file_okay=False)
+
+    @click.option(
+        "--base-dir",
+        "base_dir",
+        type=folder,
+        help="The base model folder (default: where `mint base add` found it).",
+    )
+    @click.option("--base", "old_base_dir", type=folder, hidden=True)
+    @functools.wraps(fn)
+    def wrapper(*args, base_dir, old_base_dir, **kwargs):
+        if base_dir and old_base_dir and base_dir != old_base_dir:
+            raise click.UsageError("--base is the old name of --base-dir: give one of them")
+        return fn(*args, base_dir=base_dir or old_base_dir, **kwargs)
+
+    return wrapper
+
+
 @click.command()
 @click.argument("rev")
-@click.option("--base", "base_dir", type=click.Path(exists=True, file_okay=False), help="The base model folder (default: where `mint base add` found it).")
+@base_dir_option
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
-@click.option("--poll", default=0.5, show_default=True, type=float, help="Seconds between checks of the channel.")
+@click.option(
+    "--poll",
+    default=0.5,
+    show_default=True,
+    type=float,
+    help="Seconds between checks of the channel.",
+)
 @with_repo
 def serve(repo, rev, base_dir, host, port, poll) -> None:
     """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel."""
@@ -45,9 +74,18 @@ def serve(repo, rev, base_dir, host, port, poll) -> None:
 
 @click.command("route-eval")
 @click.argument("rev")
-@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False), help="JSONL: {\"messages\": [...], \"label\": ...} per line.")
-@click.option("--contract", "contract_name", help="Record route_accuracy as an evaluation under this contract.")
-@click.option("--base", "base_dir", type=click.Path(exists=True, file_okay=False), help="The base model folder.")
+@click.option(
+    "--data",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help='JSONL: {"messages": [...], "label": ...} per line.',
+)
+@click.option(
+    "--contract",
+    "contract_name",
+    help="Record route_accuracy as an evaluation under this contract.",
+)
+@base_dir_option
 @json_option
 @with_repo
 def route_eval(repo, rev, data, contract_name, base_dir, as_json) -> None:
@@ -58,18 +96,29 @@ def route_eval(repo, rev, data, contract_name, base_dir, as_json) -> None:
     r = run(repo, rev, data, base_dir=base_dir, contract=contract_name, by=current_user())
     if as_json:
         return emit_json(r)
-    echo(f"route accuracy of {short(r.set_id)}: {r.accuracy:.4f} on {r.n} requests ({r.fallbacks} fell back to the default)")
+    echo(
+        f"route accuracy of {short(r.set_id)}: {r.accuracy:.4f} on {r.n} requests"
+        f" ({r.fallbacks} fell back to the default)"
+    )
     labels = list(r.confusion)
     predicted = list(next(iter(r.confusion.values())).keys()) if r.confusion else []
-    echo(table([[a, *[r.confusion[a].get(b, 0) for b in predicted]] for a in labels], ["LABEL \\ ROUTED", *predicted]))
+    echo(
+        table(
+            [[a, *[r.confusion[a].get(b, 0) for b in predicted]] for a in labels],
+            ["LABEL \\ ROUTED", *predicted],
+        )
+    )
     if r.evaluation:
-        echo(f"recorded evaluation {r.evaluation.id} under {r.evaluation.contract} v{r.evaluation.version}")
+        e = r.evaluation
+        echo(f"recorded evaluation {e.id} under {e.contract} v{e.version}")
 
 
 @click.command("export")
 @click.argument("rev")
 @click.argument("directory", type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["peft", "vllm"]), default="peft", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["peft", "vllm"]), default="peft", show_default=True
+)
 @json_option
 @with_repo
 def export_cmd(repo, rev, directory, fmt, as_json) -> None:
@@ -77,7 +126,10 @@ def export_cmd(repo, rev, directory, fmt, as_json) -> None:
     r = api.export(repo, rev, fmt, directory)
     if as_json:
         return emit_json(r)
-    echo(f"exported {short(r.id)} as {r.format} into {r.path}: {', '.join(r.adapters)}" + (f"; {', '.join(r.files)}" if r.files else ""))
+    echo(
+        f"exported {short(r.id)} as {r.format} into {r.path}: {', '.join(r.adapters)}"
+        + (f"; {', '.join(r.files)}" if r.files else "")
+    )
 
 
 def register(cli: click.Group) -> None:
