@@ -9,7 +9,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.db import is_unique_violation
+from mint.db import insert_new
 from mint.errors import BaseExists, InvalidConfig, UnknownBase
 from mint.ids import iso, object_id, utcnow
 from mint.objects import Base
@@ -58,12 +58,7 @@ def base_add(repo: Repo, name: str, path: str | os.PathLike) -> Base:
     with repo.db.write() as conn:
         found = _get(conn, name)
         if found is None:
-            try:
-                with conn.begin_nested():
-                    conn.execute(s.bases.insert().values(**row))
-            except sa.exc.IntegrityError as exc:
-                if not is_unique_violation(exc):
-                    raise
+            insert_new(conn, s.bases, row)
             found = _get(conn, name)
         if found.fingerprint != fp:
             raise BaseExists(name, found.fingerprint)

@@ -162,6 +162,19 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
+def insert_new(conn: Connection, table: sa.Table, row: dict) -> bool:
+    """Insert ROW; False (and nothing written) when a unique key says it exists already, as
+    when another writer inserted it a moment earlier. Check-then-insert races end here."""
+    try:
+        with conn.begin_nested():
+            conn.execute(table.insert().values(**row))
+        return True
+    except sa.exc.IntegrityError as exc:
+        if not is_unique_violation(exc):
+            raise
+        return False
+
+
 def is_unique_violation(exc: sa.exc.IntegrityError) -> bool:
     text = str(exc.orig).lower()
     return "unique" in text or "duplicate key" in text or "primary key" in text

@@ -10,7 +10,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.db import is_unique_violation
+from mint.db import insert_new
 from mint.errors import InvalidConfig, RefConflict, RevisionNotFound
 from mint.ids import ContractId, iso, object_id, utcnow
 from mint.objects import Contract, ContractAdded
@@ -132,17 +132,12 @@ def contract_add(repo: Repo, path: str | os.PathLike, *, by: str) -> ContractAdd
             id=cid, name=body["name"], version=version, channel=body["channel"], body=body,
             lines=body["lines"], source=text, created_at=utcnow(), created_by=by,
         )  # fmt: skip
-        try:
-            with conn.begin_nested():
-                conn.execute(s.contracts.insert().values(**row))
-        except sa.exc.IntegrityError as exc:
+        if not insert_new(conn, s.contracts, row):
             # Another writer added a version at the same moment: the same content is a no-op.
-            if not is_unique_violation(exc):
-                raise
             latest = _latest_row(conn, body["name"])
             if latest is not None and latest.body == body:
                 return ContractAdded(_contract(latest), created=False)
-            raise RefConflict(f"contract {body['name']}", None, latest.id if latest else None) from None
+            raise RefConflict(f"contract {body['name']}", None, latest.id if latest else None)
         return ContractAdded(_contract(contract_row(conn, cid)), created=True)
 
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits import rows
-from mint.db import is_unique_violation
+from mint.db import insert_new
 from mint.errors import (
     ForceNeedsReason,
     GateRefused,
@@ -206,14 +206,8 @@ def approve(repo: Repo, rev: str, channel: str, *, by: str) -> Approval:
         q = sa.select(s.approvals).where(a.commit_id == cid, a.channel == channel, a.by == by)
         row = conn.execute(q).first()
         if row is None:
-            try:
-                with conn.begin_nested():
-                    conn.execute(
-                        s.approvals.insert().values(commit_id=cid, channel=channel, by=by, at=utcnow())
-                    )
-            except sa.exc.IntegrityError as exc:
-                if not is_unique_violation(exc):  # the same identity at the same moment: once
-                    raise
+            # The same identity approving at the same moment counts once.
+            insert_new(conn, s.approvals, dict(commit_id=cid, channel=channel, by=by, at=utcnow()))
             row = conn.execute(q).one()
             return Approval(CommitId(cid), channel, by, iso(row.at), created=True)
         return Approval(CommitId(cid), channel, by, iso(row.at), created=False)

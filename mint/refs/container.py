@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from mint import schema as s
-from mint.db import is_unique_violation
+from mint.db import insert_new
 from mint.errors import RefConflict
 from mint.ids import Action, Kind, RefKind, utcnow
 
@@ -45,7 +45,7 @@ class RefsContainer:
         """Move LINE's head from OLD to NEW; OLD None creates the line with its first commit."""
         if old is None:
             row = dict(name=line, kind=kind, head=new, commit_count=1, created_at=utcnow())
-            if not self._insert(s.lines, row):
+            if not insert_new(self.conn, s.lines, row):
                 raise RefConflict(f"line {line}", None, self.head(line))
             return
         moved = self.conn.execute(
@@ -100,7 +100,7 @@ class RefsContainer:
         entry = self._log(line, name, kind, action, old.target if old else None, new, by, now)
         values = dict(target=new, kind=kind, message=message, updated_at=now, entry=entry)
         if old is None:
-            if not self._insert(s.refs, dict(line=line, name=name, **values)):
+            if not insert_new(self.conn, s.refs, dict(line=line, name=name, **values)):
                 raise RefConflict(f"{line}@{name}", None, self._target(line, name))
             return entry
         ref = s.refs.c
@@ -135,14 +135,3 @@ class RefsContainer:
     def _log(self, line, name, kind, action, old, new, by, at) -> int:
         row = dict(line=line, name=name, kind=kind, action=action, old=old, new=new, by=by, at=at)
         return self.conn.execute(s.ref_history.insert().values(**row)).inserted_primary_key[0]
-
-    def _insert(self, table: sa.Table, row: dict) -> bool:
-        """Insert ROW; False when a unique key says another writer got there first."""
-        try:
-            with self.conn.begin_nested():
-                self.conn.execute(table.insert().values(**row))
-            return True
-        except sa.exc.IntegrityError as exc:
-            if not is_unique_violation(exc):
-                raise
-            return False
