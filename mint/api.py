@@ -18,49 +18,59 @@ Hub            pull, HubSettings
 
 The operations are imported on first use, so that `mint --help` and `mint --version` start
 without loading the database layer.
+
+Against a registry: an operation given a `mint.remote.repo.RemoteRepo` (what `--repo URL`
+opens) runs `mint.remote.operations`' function of the same name and signature. Those marked
+local in `_OPERATIONS` need the repository's own database and store, and say so in one
+error (`LocalOnly`) when given a registry or a URL.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_OPERATIONS: dict[str, tuple[str, str]] = {
-    "init": ("mint.repo", "init"),
-    "open_repo": ("mint.repo", "open_repo"),
-    "db_upgrade": ("mint.repo", "db_upgrade"),
-    "fsck": ("mint.maintenance", "fsck"),
-    "gc": ("mint.maintenance", "gc"),
-    "base_add": ("mint.bases", "base_add"),
-    "base_ls": ("mint.bases", "base_ls"),
-    "commit": ("mint.commits.operations", "commit"),
-    "resolve": ("mint.commits.operations", "resolve_rev"),
-    "log": ("mint.commits.operations", "log"),
-    "show": ("mint.commits.operations", "show"),
-    "ls": ("mint.commits.operations", "ls"),
-    "diff": ("mint.commits.operations", "diff"),
-    "checkout": ("mint.commits.operations", "checkout"),
-    "adapter_config": ("mint.commits.operations", "adapter_config"),
-    "tag": ("mint.refs.tags", "tag"),
-    "tag_list": ("mint.refs.tags", "tag_list"),
-    "tag_delete": ("mint.refs.tags", "tag_delete"),
-    "set_commit": ("mint.sets.operations", "set_commit"),
-    "set_spec": ("mint.sets.operations", "set_spec"),
-    "contract_add": ("mint.gates.contracts", "contract_add"),
-    "contract_show": ("mint.gates.contracts", "contract_show"),
-    "contract_ls": ("mint.gates.contracts", "contract_ls"),
-    "evaluate": ("mint.gates.evaluator", "run_evaluator"),
-    "record_evaluation": ("mint.gates.evaluations", "record"),
-    "evaluation_checks": ("mint.gates.promotion", "evaluation_checks"),
-    "gate": ("mint.gates.promotion", "gate"),
-    "promote": ("mint.gates.promotion", "promote"),
-    "approve": ("mint.gates.promotion", "approve"),
-    "rollback": ("mint.gates.promotion", "rollback"),
-    "history": ("mint.gates.history", "history"),
-    "status": ("mint.gates.history", "status"),
-    "export": ("mint.export", "export"),
-    "pull": ("mint.hub.pull", "pull"),
-    "HubSettings": ("mint.hub.settings", "HubSettings"),
+_REMOTE = "mint.remote.operations"
+_ANY, _LOCAL = True, False  # where an operation runs: anywhere, or only where the repository is
+
+# name -> (module, attribute, where it runs)
+_OPERATIONS: dict[str, tuple[str, str, bool]] = {
+    "init": ("mint.repo", "init", _LOCAL),
+    "open_repo": ("mint.repo", "open_repo", _LOCAL),
+    "db_upgrade": ("mint.repo", "db_upgrade", _LOCAL),
+    "fsck": ("mint.maintenance", "fsck", _LOCAL),
+    "gc": ("mint.maintenance", "gc", _LOCAL),
+    "base_add": ("mint.bases", "base_add", _ANY),
+    "base_ls": ("mint.bases", "base_ls", _ANY),
+    "commit": ("mint.commits.operations", "commit", _ANY),
+    "resolve": ("mint.commits.operations", "resolve_rev", _ANY),
+    "log": ("mint.commits.operations", "log", _ANY),
+    "show": ("mint.commits.operations", "show", _ANY),
+    "ls": ("mint.commits.operations", "ls", _ANY),
+    "diff": ("mint.commits.operations", "diff", _ANY),
+    "checkout": ("mint.commits.operations", "checkout", _ANY),
+    "adapter_config": ("mint.commits.operations", "adapter_config", _LOCAL),
+    "tag": ("mint.refs.tags", "tag", _ANY),
+    "tag_list": ("mint.refs.tags", "tag_list", _ANY),
+    "tag_delete": ("mint.refs.tags", "tag_delete", _ANY),
+    "set_commit": ("mint.sets.operations", "set_commit", _ANY),
+    "set_spec": ("mint.sets.operations", "set_spec", _LOCAL),
+    "contract_add": ("mint.gates.contracts", "contract_add", _ANY),
+    "contract_show": ("mint.gates.contracts", "contract_show", _ANY),
+    "contract_ls": ("mint.gates.contracts", "contract_ls", _ANY),
+    "evaluate": ("mint.gates.evaluator", "run_evaluator", _ANY),
+    "record_evaluation": ("mint.gates.evaluations", "record", _ANY),
+    "evaluation_checks": ("mint.gates.promotion", "evaluation_checks", _ANY),
+    "gate": ("mint.gates.promotion", "gate", _ANY),
+    "promote": ("mint.gates.promotion", "promote", _ANY),
+    "approve": ("mint.gates.promotion", "approve", _ANY),
+    "rollback": ("mint.gates.promotion", "rollback", _ANY),
+    "history": ("mint.gates.history", "history", _ANY),
+    "status": ("mint.gates.history", "status", _ANY),
+    "export": ("mint.export", "export", _ANY),
+    "pull": ("mint.hub.pull", "pull", _LOCAL),
+    "HubSettings": ("mint.hub.settings", "HubSettings", _LOCAL),
 }
 
 __all__ = [
@@ -104,12 +114,33 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     try:
-        module, attr = _OPERATIONS[name]
+        module, attr, anywhere = _OPERATIONS[name]
     except KeyError:
         raise AttributeError(f"module 'mint.api' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), attr)
+    if not isinstance(value, type):  # HubSettings is a class, not an operation
+        value = _dispatching(name, value, anywhere)
     globals()[name] = value  # the next access is a plain attribute lookup
     return value
+
+
+def _dispatching(name: str, local: Any, anywhere: bool) -> Any:
+    """LOCAL, or for a registry the operation NAME of mint.remote.operations."""
+
+    @functools.wraps(local)
+    def operation(*args: Any, **kwargs: Any) -> Any:
+        target = args[0] if args else kwargs.get("repo", kwargs.get("path"))
+        remote_repo = getattr(target, "is_remote", False) is True
+        url = isinstance(target, str) and target.startswith(("http://", "https://"))
+        if not (remote_repo or url):
+            return local(*args, **kwargs)
+        if url or not anywhere:
+            from mint.errors import LocalOnly
+
+            raise LocalOnly(name.replace("_", " "))
+        return getattr(importlib.import_module(_REMOTE), name)(*args, **kwargs)
+
+    return operation
 
 
 def __dir__() -> list[str]:

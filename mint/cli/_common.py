@@ -1,4 +1,5 @@
-"""What every command shares, defined once: the repository, `--json`, who is acting."""
+"""What every command shares, defined once: the repository (a folder, or a registry URL),
+`--json`, who is acting."""
 
 from __future__ import annotations
 
@@ -23,11 +24,24 @@ class Context:
     def path(self) -> str | None:
         return self.repo_path or os.environ.get("MINT_REPO") or None
 
-    def repo(self):
-        if self._repo is None:
-            from mint import api
+    @property
+    def is_remote(self) -> bool:
+        """Whether the repository is a registry (an http:// or https:// URL)."""
+        return (self.path or "").startswith(("http://", "https://"))
 
-            self._repo = api.open_repo(self.path)
+    def repo(self):
+        """The local repository, or a `RemoteRepo` for a registry URL (token: MINT_TOKEN, or
+        the one `mint login URL` kept)."""
+        if self._repo is None:
+            if self.is_remote:
+                from mint.remote.config import token_for
+                from mint.remote.repo import RemoteRepo
+
+                self._repo = RemoteRepo(self.path, token_for(self.path, os.environ))
+            else:
+                from mint import api
+
+                self._repo = api.open_repo(self.path)
         return self._repo
 
     def close(self) -> None:

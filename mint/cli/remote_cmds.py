@@ -1,0 +1,233 @@
+"""Commands of registries seen from here: remote add|ls|remove, push, fetch, clone, login."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from mint.cli._common import Context, current_user, json_option
+from mint.cli._output import echo, emit_json, short
+
+
+def _local(ctx: Context, what: str):
+    """The local repository these commands work in (a registry URL has no remotes)."""
+    if ctx.is_remote:
+        from mint.errors import LocalOnly
+
+        raise LocalOnly(what)
+    return ctx.repo()
+
+
+def _registry(ctx: Context, name: str):
+    """The RemoteRepo for REMOTE, a remote's name or a registry URL."""
+    from mint.remote.config import remote_url, token_for
+    from mint.remote.repo import RemoteRepo
+
+    url = remote_url(None if _is_url(name) else _local(ctx, "a remote").mint_dir, name)
+    return RemoteRepo(url, token_for(url, os.environ))
+
+
+def _is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://"))
+
+
+class _Bar:
+    """A progress bar on stderr when it is a terminal; nothing otherwise."""
+
+    def __init__(self, label: str):
+        self.label, self.bar = label, None
+
+    def start(self, total_bytes: int, blobs: int) -> None:
+        if sys.stderr.isatty() and total_bytes:
+            self.bar = click.progressbar(
+                length=total_bytes, label=f"{self.label} {blobs} blobs", file=sys.stderr
+            )
+            self.bar.__enter__()
+
+    def advance(self, nbytes: int) -> None:
+        if self.bar is not None:
+            self.bar.update(nbytes)
+
+    def blob_done(self, blob_id: str) -> None:
+        pass
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+# --- remotes ----------------------------------------------------------------------------
+
+
+@click.group()
+def remote() -> None:
+    """Registries this repository pushes to and fetches from."""
+
+
+@remote.command("add")
+@click.argument("name")
+@click.argument("url")
+@json_option
+@click.pass_obj
+def remote_add(ctx: Context, name: str, url: str, as_json: bool) -> None:
+    """Record the registry at URL as remote NAME."""
+    from mint.remote.config import remote_add as add
+
+    r = add(_local(ctx, "remote add").mint_dir, name, url)
+    emit_json(r) if as_json else echo(f"remote {r.name}: {r.url}")
+
+
+@remote.command("ls")
+@json_option
+@click.pass_obj
+def remote_ls(ctx: Context, as_json: bool) -> None:
+    """The remotes, by name."""
+    from mint.remote.config import remote_ls as ls
+
+    items = ls(_local(ctx, "remote ls").mint_dir)
+    if as_json:
+        return emit_json(items)
+    for r in items:
+        echo(f"{r.name}\t{r.url}")
+
+
+@remote.command("remove")
+@click.argument("name")
+@json_option
+@click.pass_obj
+def remote_remove(ctx: Context, name: str, as_json: bool) -> None:
+    """Forget remote NAME (the registry is not touched)."""
+    from mint.remote.config import remote_remove as remove
+
+    r = remove(_local(ctx, "remote remove").mint_dir, name)
+    emit_json(r) if as_json else echo(f"removed remote {r.name} ({r.url})")
+
+
+# --- push, fetch, clone --------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("remote_name", metavar="REMOTE")
+@click.argument("specs", metavar="LINE[@REV]...", nargs=-1, required=True)
+@click.option("--tags", is_flag=True, help="Also push the tags of the pushed commits.")
+@click.option("--force", is_flag=True, help="Move a line that ours does not descend from.")
+@json_option
+@click.pass_obj
+def push(ctx: Context, remote_name, specs, tags, force, as_json) -> None:
+    """Send LINE (or LINE@REV) to REMOTE: the blobs and commits it lacks, then the head."""
+    from mint.remote.transfer_client import push as run
+
+    repo = _local(ctx, "push")
+    target = _registry(ctx, remote_name)
+    try:
+        r = run(repo, target, list(specs), tags=tags, force=force, progress=_Bar("push"))
+    finally:
+        target.close()
+    if as_json:
+        emit_json(r)
+    else:
+        echo(f"push to {r.remote}: {r.commits} commits, {r.blobs} blobs ({r.bytes:,} bytes)")
+        for p in r.lines:
+            moved = f"{short(p.old)} -> {short(p.new)}" if p.moved else "up to date"
+            echo(f"  {p.line}: {moved}")
+        for t in r.tags:
+            echo(f"  tag {t}")
+    _refused(r.refused)
+
+
+def _refused(messages: list[str]) -> None:
+    if messages:
+        from mint.errors import RegistryError
+
+        raise RegistryError("; ".join(messages), 409)
+
+
+@click.command()
+@click.argument("remote_name", metavar="REMOTE")
+@click.argument("lines", metavar="[LINE]...", nargs=-1)
+@json_option
+@click.pass_obj
+def fetch(ctx: Context, remote_name, lines, as_json) -> None:
+    """Bring LINEs (default: all) from REMOTE with their tags and evaluations."""
+    from mint.remote.transfer_client import fetch as run
+
+    repo = _local(ctx, "fetch")
+    source = _registry(ctx, remote_name)
+    try:
+        r = run(repo, source, list(lines) or None, by=current_user(), progress=_Bar("fetch"))
+    finally:
+        source.close()
+    emit_json(r) if as_json else _fetched(r)
+    _refused(r.conflicts)
+
+
+def _fetched(r) -> None:
+    echo(f"fetch from {r.remote}: {r.blobs} blobs ({r.bytes:,} bytes)")
+    for f in r.lines:
+        where = {
+            "new": f"new at {short(f.remote)}",
+            "fast-forward": f"{short(f.local)} -> {short(f.remote)}",
+            "up-to-date": f"up to date ({short(f.remote)})",
+            "ahead": f"ahead: here {short(f.local)}, registry {short(f.remote)}; left alone",
+            "diverged": f"diverged: here {short(f.local)}, registry {short(f.remote)}; left alone",
+        }[f.state]
+        channels = " ".join(f"{k}={short(v)}" for k, v in f.channels.items())
+        echo(f"  {f.line}: {where}" + (f"  [{channels}]" if channels else ""))
+    for t in r.tags:
+        echo(f"  tag {t}")
+
+
+@click.command()
+@click.argument("url")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--line", "lines", multiple=True, metavar="LINE", help="Only this line (repeat).")
+@click.option("--db", "db_url", metavar="URL", help="Metadata database URL (default: SQLite).")
+@json_option
+def clone(url, directory, lines, db_url, as_json) -> None:
+    """A new repository in DIRECTORY from the registry at URL (its remote "origin")."""
+    from mint.remote.config import token_for
+    from mint.remote.transfer_client import clone as run
+
+    r = run(
+        url, directory, token=token_for(url, os.environ), lines=list(lines) or None,
+        by=current_user(), db_url=db_url or os.environ.get("MINT_DB_URL") or None,
+        progress=_Bar("clone"),
+    )  # fmt: skip
+    if as_json:
+        emit_json(r)
+    else:
+        echo(f"cloned {r.url} into {r.path}")
+        _fetched(r.fetched)
+    _refused(r.fetched.conflicts)
+
+
+@click.command()
+@click.argument("url")
+@json_option
+def login(url, as_json) -> None:
+    """Keep the token read from standard input for the registry at URL (checked first)."""
+    from mint.remote.config import config_dir, save_token
+    from mint.remote.repo import RemoteRepo
+
+    if sys.stdin.isatty():
+        token = click.prompt("Token", hide_input=True, err=True)
+    else:
+        token = click.get_text_stream("stdin").read().strip()
+    registry = RemoteRepo(url, token)
+    try:
+        who = registry.whoami()  # a wrong token is refused before it is kept
+    finally:
+        registry.close()
+    path = save_token(config_dir(os.environ), url, token)
+    result = {"url": registry.url, "name": who["name"], "role": who["role"], "file": str(path)}
+    if as_json:
+        return emit_json(result)
+    echo(f"logged in to {registry.url} as {who['name']} ({who['role']}); token kept in {path}")
+
+
+def register(cli: click.Group) -> None:
+    for command in (remote, push, fetch, clone, login):
+        cli.add_command(command)

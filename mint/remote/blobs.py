@@ -1,0 +1,122 @@
+"""Blobs to and from a registry: only what is missing goes up, and every byte that comes down
+is hashed while it is written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mint.commits.adapter import safe_relpath
+from mint.remote.http import Client
+
+MISSING_BATCH = 10_000  # the most ids POST /blobs/missing takes at once
+
+
+class Progress:
+    """What a long transfer reports as it goes; the CLI draws a bar on a terminal."""
+
+    def start(self, total_bytes: int, blobs: int) -> None:
+        pass
+
+    def advance(self, nbytes: int) -> None:
+        pass
+
+    def blob_done(self, blob_id: str) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Sent:
+    blobs: int
+    bytes: int
+
+
+def missing(client: Client, ids: list[str]) -> list[str]:
+    """The blob ids among IDS that the registry lacks, asked in batches."""
+    out: list[str] = []
+    for i in range(0, len(ids), MISSING_BATCH):
+        out += client.post("/blobs/missing", {"ids": ids[i : i + MISSING_BATCH]})["missing"]
+    return out
+
+
+def upload(
+    client: Client, sources: dict[str, tuple[Path, int]], progress: Progress | None = None
+) -> Sent:
+    """Send each blob of SOURCES (id -> (local file, size)) that the registry lacks."""
+    todo = [b for b in missing(client, sorted(sources)) if b in sources]
+    progress = progress or Progress()
+    total = sum(sources[b][1] for b in todo)
+    progress.start(total, len(todo))
+    try:
+        for blob_id in todo:
+            path, size = sources[blob_id]
+            client.put_blob(blob_id, path, size, advance=progress.advance)
+            progress.blob_done(blob_id)
+    finally:
+        progress.finish()
+    return Sent(len(todo), total)
+
+
+def download_files(
+    client: Client, items: list[tuple[str, str | bytes]], dest: Path
+) -> tuple[int, int]:
+    """Write each (relative path, blob id or literal bytes) under DEST, a new or empty folder,
+    the way a local checkout does. A blob whose bytes do not hash to its id stops the
+    checkout (BlobCorrupt), and whatever was written is removed. Returns (files, bytes)."""
+    plan = [(safe_relpath(p), src) for p, src in items]
+    created = not dest.exists()
+    fetched: dict[str, Path] = {}  # a blob used twice comes down once
+    total = 0
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for path, src in plan:
+            target = dest / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(src, bytes):
+                target.write_bytes(src)
+            elif src in fetched:
+                shutil.copyfile(fetched[src], target)
+            else:
+                client.download(src, target)
+                fetched[src] = target
+            total += target.stat().st_size
+            os.chmod(target, 0o644)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True) if created else empty_folder(dest)
+        raise
+    return len(plan), total
+
+
+def empty_folder(folder: Path) -> None:
+    for child in folder.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+def fetch_into_store(
+    client: Client, store, sizes: dict[str, int], tmp_dir: Path, progress: Progress | None = None
+) -> Sent:
+    """Download each blob of SIZES (id -> size) that STORE lacks, verified on arrival, and
+    put it in STORE, where it is durable before any metadata refers to it."""
+    todo = sorted(b for b in sizes if not store.has(b))
+    progress = progress or Progress()
+    progress.start(sum(sizes[b] for b in todo), len(todo))
+    total = 0
+    try:
+        with tempfile.TemporaryDirectory(prefix="fetch-", dir=tmp_dir) as tmp:
+            for blob_id in todo:
+                part = Path(tmp) / blob_id
+                size = client.download(blob_id, part)
+                store.put(part, blob_id=blob_id)
+                part.unlink()
+                total += size
+                progress.advance(size)
+                progress.blob_done(blob_id)
+    finally:
+        progress.finish()
+    return Sent(len(todo), total)

@@ -1,0 +1,132 @@
+"""Remotes of a local repository (`.mint/remotes.json`) and the tokens `mint login` keeps.
+
+Tokens live in `$XDG_CONFIG_HOME/mint/tokens.json` (default `~/.config/mint/`), one per
+registry URL, in a file readable by its owner alone. Nothing here reads the environment by
+itself: the CLI passes it in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mint.errors import InvalidConfig, RefExists
+from mint.refs.revisions import check_name
+from mint.remote.http import is_url, normalize
+
+REMOTES = "remotes.json"
+TOKENS = "tokens.json"
+
+
+@dataclass(frozen=True)
+class Remote:
+    name: str
+    url: str
+
+
+# --- remotes -------------------------------------------------------------------------
+
+
+def remote_add(mint_dir: Path, name: str, url: str) -> Remote:
+    """Record remote NAME at URL; adding the same pair again is a no-op."""
+    check_name("remote", name)
+    if not is_url(url):
+        raise InvalidConfig(f"a remote is a registry URL (http:// or https://), not {url!r}")
+    remotes = _read(mint_dir / REMOTES)
+    url = normalize(url)
+    if remotes.get(name, url) != url:
+        raise RefExists(f"remote {name} exists and points at {remotes[name]}")
+    remotes[name] = url
+    _write(mint_dir / REMOTES, remotes, private=False)
+    return Remote(name, url)
+
+
+def remote_ls(mint_dir: Path) -> list[Remote]:
+    return [Remote(n, u) for n, u in sorted(_read(mint_dir / REMOTES).items())]
+
+
+def remote_remove(mint_dir: Path, name: str) -> Remote:
+    remotes = _read(mint_dir / REMOTES)
+    if name not in remotes:
+        raise InvalidConfig(_unknown(name, remotes))
+    url = remotes.pop(name)
+    _write(mint_dir / REMOTES, remotes, private=False)
+    return Remote(name, url)
+
+
+def remote_url(mint_dir: Path | None, name: str) -> str:
+    """The URL of remote NAME, or NAME itself when it is a URL."""
+    if is_url(name):
+        return normalize(name)
+    remotes = _read(mint_dir / REMOTES) if mint_dir else {}
+    if name not in remotes:
+        raise InvalidConfig(_unknown(name, remotes))
+    return remotes[name]
+
+
+def _unknown(name: str, remotes: dict) -> str:
+    known = ", ".join(sorted(remotes)) or "none"
+    return f"no remote named {name} (known: {known})"
+
+
+# --- tokens ----------------------------------------------------------------------------
+
+
+def config_dir(env: Mapping[str, str]) -> Path:
+    """The user's mint config folder: $XDG_CONFIG_HOME/mint, else ~/.config/mint."""
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or "~", ".config")
+    return Path(base).expanduser() / "mint"
+
+
+def save_token(folder: Path, url: str, token: str) -> Path:
+    """Keep TOKEN for the registry at URL, in a file only its owner may read."""
+    token = token.strip()
+    if not token or any(c.isspace() for c in token):
+        raise InvalidConfig("a token is one word, with no spaces")
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tokens = _read(folder / TOKENS)
+    tokens[normalize(url)] = token
+    _write(folder / TOKENS, tokens, private=True)
+    return folder / TOKENS
+
+
+def token_for(url: str, env: Mapping[str, str]) -> str | None:
+    """MINT_TOKEN, else the token `mint login` kept for URL (or for a registry URL that
+    URL lies under), else None."""
+    if env.get("MINT_TOKEN"):
+        return env["MINT_TOKEN"].strip()
+    tokens = _read(config_dir(env) / TOKENS)
+    url = normalize(url)
+    under = [u for u in tokens if url == u or url.startswith(u + "/")]
+    return tokens[max(under, key=len)] if under else None
+
+
+# --- files -----------------------------------------------------------------------------
+
+
+def _read(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise InvalidConfig(f"{path} cannot be read as JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidConfig(f"{path} does not hold a JSON object")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _write(path: Path, data: dict, *, private: bool) -> None:
+    """Replace PATH atomically; a private file is created 0600 and never wider."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        if private:
+            os.fchmod(f.fileno(), 0o600)
+        f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

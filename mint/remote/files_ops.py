@@ -1,0 +1,96 @@
+"""Files out of a registry: checkout (the same layout as a local one, sets included), export,
+and evaluate, whose evaluator runs here on a downloaded checkout."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from mint import __version__
+from mint.errors import DestinationNotEmpty, EvaluationFailed, InvalidConfig
+from mint.ids import CommitId, EvalSource, Kind
+from mint.objects import CheckoutResult, CommitDetail, Evaluation
+from mint.remote import reads
+from mint.remote.blobs import download_files
+from mint.remote.repo import RemoteRepo
+from mint.sets.layout import member_folder
+from mint.sets.mol import MOL, render_mol
+
+
+def checkout(repo: RemoteRepo, rev: str, dest: str | os.PathLike) -> CheckoutResult:
+    """Download REV's files into DEST (new or empty), each verified against its id."""
+    dest = _empty_destination(dest)
+    detail = reads.show(repo, rev)
+    items, _ = _layout(repo, detail)
+    files, size = download_files(repo.client, items, dest)
+    return CheckoutResult(CommitId(detail.id), str(dest), files, size)
+
+
+def _empty_destination(dest: str | os.PathLike) -> Path:
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise DestinationNotEmpty(str(dest))
+    return dest
+
+
+def _layout(repo: RemoteRepo, detail: CommitDetail):
+    """((path, blob id or bytes) of every file a checkout writes, the members' details).
+
+    A set lays out as mint.sets.layout does: mol.toml with commit ids, the prompts, and a
+    folder per member with its adapter files."""
+    if detail.kind != Kind.SET:
+        return [(p, f.sha256) for p, f in detail.files.items()], []
+    members = [reads.show(repo, m.commit_id) for m in detail.members]
+    plan: list[tuple[str, str | bytes]] = [(MOL, render_mol(detail.config).encode())]
+    plan += [(p, f.sha256) for p, f in detail.files.items()]
+    for m, d in zip(detail.members, members):
+        plan += [(f"{member_folder(m)}/{p}", f.sha256) for p, f in d.files.items()]
+    return plan, members
+
+
+def export(repo: RemoteRepo, rev: str, fmt: str, dest: str | os.PathLike):
+    """Write REV as PEFT folders, or ready for vLLM, from the registry's bytes."""
+    from mint.export import FORMATS, ExportResult, _vllm
+
+    if fmt not in FORMATS:
+        raise InvalidConfig(f"unknown export format {fmt!r} (use {' or '.join(FORMATS)})")
+    dest = _empty_destination(dest)
+    detail = reads.show(repo, rev)
+    items, members = _layout(repo, detail)
+    download_files(repo.client, items, dest)
+    if detail.kind == Kind.SET:
+        folders = [member_folder(m) for m in detail.members]
+        adapters = {f: str((dest / f).resolve()) for f in folders}
+        ranks = [d.peft["r"] for d in members]
+    else:
+        adapters = {detail.line: str(dest.resolve())}
+        ranks = [detail.peft["r"]]
+    extra = _vllm(detail, dest, adapters, ranks) if fmt == "vllm" else []
+    return ExportResult(detail.id, fmt, str(dest), adapters, extra)
+
+
+def evaluate(repo: RemoteRepo, rev: str, contract: str, *, by: str) -> Evaluation:
+    """Run CONTRACT's evaluator here on a checkout of REV; record the result on the registry."""
+    from mint.gates.evaluator import _hash_data, _parse_output, _run
+    from mint.remote.operations import record_evaluation
+
+    c = reads.contract_show(repo, contract)
+    ev = c.evaluator
+    if not ev:
+        raise EvaluationFailed(
+            f"contract {c.name} has no [evaluator]; record results with --metric KEY=VALUE"
+        )
+    cid = reads.resolve(repo, rev)
+    with tempfile.TemporaryDirectory(prefix="mint-eval-") as tmp:
+        folder = Path(tmp) / "checkout"
+        checkout(repo, cid, folder)
+        argv = [
+            a.replace("{checkout}", str(folder)).replace("{commit}", cid) for a in ev["command"]
+        ]
+        metrics = _parse_output(_run(argv, ev["timeout"]), {"metrics": c.metrics})
+    info = {"command": ev["command"], "version": ev.get("version"), "mint": __version__}
+    return record_evaluation(
+        repo, cid, c.name, metrics, source=EvalSource.EVALUATOR, evaluator=info,
+        data_hash=_hash_data(ev.get("data")), by=by,
+    )  # fmt: skip

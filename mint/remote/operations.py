@@ -1,0 +1,127 @@
+"""The operations of `mint.api` against a registry: same names, same signatures, same results.
+
+`mint.api` calls these when the first argument is a `RemoteRepo`. The registry records the
+token's identity for every write, so the `by=` and `author=` arguments are not sent: a
+client cannot claim another name. Work on files (commit, checkout, evaluate, export) runs
+here, on this machine, and moves only the bytes the registry lacks or the caller needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from mint.errors import ForceNeedsReason
+from mint.objects import Approval, ContractAdded, Evaluation, Move, RefInfo
+from mint.remote.commit_ops import base_add, commit, set_commit
+from mint.remote.files_ops import checkout, evaluate, export
+from mint.remote.http import segment
+from mint.remote.reads import (
+    base_ls,
+    contract_ls,
+    contract_show,
+    diff,
+    gate,
+    history,
+    latest_evaluation,
+    log,
+    ls,
+    resolve,
+    show,
+    status,
+    tag_list,
+)
+from mint.remote.repo import RemoteRepo
+from mint.remote.wire import decode
+
+__all__ = [
+    "approve", "base_add", "base_ls", "checkout", "commit", "contract_add", "contract_ls",
+    "contract_show", "diff", "evaluate", "evaluation_checks", "export", "gate", "history",
+    "log", "ls", "promote", "record_evaluation", "resolve", "rollback", "set_commit", "show",
+    "status", "tag", "tag_delete", "tag_list", "latest_evaluation",
+]  # fmt: skip
+
+
+def evaluation_checks(repo: RemoteRepo, ev: Evaluation) -> Evaluation:
+    """Attach the per-metric table for the contract's channel on the commit's line."""
+    from mint.gates.checks import metric_checks
+
+    contract = contract_show(repo, ev.contract, ev.version)
+    line = log(repo, ev.commit_id, 1)[0].line
+    holders = [s.channels.get(contract.channel) for s in status(repo) if s.name == line]
+    holder = holders[0] if holders else None
+    prev = latest_evaluation(repo, holder, contract.name) if holder else None
+    body = {"metrics": contract.metrics}
+    checks = metric_checks(body, ev.metrics, prev.metrics if prev else None, holder)
+    return dataclasses.replace(ev, checks=checks)
+
+
+# --- writes: the registry records the token's identity -----------------------------------
+
+
+def tag(
+    repo: RemoteRepo, tag_name: str, rev: str, *, by: str, message: str | None = None,
+    force: bool = False,
+) -> RefInfo:  # fmt: skip
+    """Make LINE@TAG point at REV on the registry; moving one needs force (a maintainer's)."""
+    body = {"tag": tag_name, "rev": rev, "message": message, "force": force}
+    return decode(RefInfo, repo.client.post("/tags", body))
+
+
+def tag_delete(repo: RemoteRepo, ref: str, *, by: str) -> RefInfo:
+    """Delete LINE@TAG on the registry (a maintainer's)."""
+    line, _, name = ref.partition("@")
+    if not line or not name:
+        from mint.errors import RevisionNotFound
+
+        raise RevisionNotFound(ref, "expected LINE@TAG")
+    return decode(RefInfo, repo.client.delete(f"/tags/{segment(line)}/{segment(name)}"))
+
+
+def contract_add(repo: RemoteRepo, path: str | os.PathLike, *, by: str) -> ContractAdded:
+    """Add the contract at PATH to the registry (checked here first, then by the registry)."""
+    from mint.errors import InvalidConfig
+    from mint.gates.contracts import parse_contract
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidConfig(f"cannot read {path}: {exc}") from None
+    parse_contract(text, str(path))
+    return decode(ContractAdded, repo.client.post("/contracts", {"source": text}))
+
+
+def record_evaluation(
+    repo: RemoteRepo, rev: str, contract: str, metrics: dict, *, source: str,
+    evaluator: dict | None = None, data_hash: str | None = None, by: str,
+) -> Evaluation:  # fmt: skip
+    """Record an evaluation of REV under the current version of CONTRACT on the registry."""
+    body = {"rev": rev, "contract": contract, "metrics": metrics, "source": str(source),
+            "evaluator": evaluator, "data_hash": data_hash}  # fmt: skip
+    return decode(Evaluation, repo.client.post("/evaluations", body))
+
+
+def approve(repo: RemoteRepo, rev: str, channel: str, *, by: str) -> Approval:
+    """Record the token's approval of REV for CHANNEL."""
+    return decode(Approval, repo.client.post("/approvals", {"rev": rev, "channel": channel}))
+
+
+def promote(
+    repo: RemoteRepo, rev: str, channel: str, *, by: str, contract: str | None = None,
+    force: bool = False, reason: str | None = None,
+) -> Move:  # fmt: skip
+    """Move LINE@CHANNEL to REV on the registry if its gate passes (or with force)."""
+    if force and not (reason and reason.strip()):
+        raise ForceNeedsReason(channel)
+    body = {"rev": rev, "channel": channel, "contract": contract, "force": force,
+            "reason": reason}  # fmt: skip
+    return decode(Move, repo.client.post("/promote", body))
+
+
+def rollback(
+    repo: RemoteRepo, ref: str, *, by: str, to: str | None = None, reason: str | None = None
+) -> Move:
+    """Move LINE@CHANNEL back on the registry, to its previous holder or to TO."""
+    return decode(Move, repo.client.post("/rollback", {"ref": ref, "to": to, "reason": reason}))

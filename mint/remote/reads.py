@@ -1,0 +1,96 @@
+"""Reads from a registry: one GET each, the answer decoded into `mint.objects` dataclasses."""
+
+from __future__ import annotations
+
+from mint.errors import LocalOnly
+from mint.ids import CommitId, RefKind
+from mint.objects import (
+    Base,
+    CommitDetail,
+    CommitInfo,
+    Contract,
+    Diff,
+    Evaluation,
+    GateReport,
+    LineInfo,
+    LineStatus,
+    Move,
+    RefInfo,
+)
+from mint.remote.http import segment
+from mint.remote.repo import RemoteRepo
+from mint.remote.wire import decode, decode_list
+
+
+def resolve(repo: RemoteRepo, rev: str) -> CommitId:
+    """The commit id REV names (any revision form)."""
+    return CommitId(repo.client.get("/resolve", rev=rev)["id"])
+
+
+def log(repo: RemoteRepo, rev: str | None = None, n: int | None = None) -> list[CommitInfo]:
+    """Ancestors of REV newest first; without REV, every commit newest first."""
+    return decode_list(CommitInfo, repo.client.get("/log", rev=rev, n=n))
+
+
+def show(repo: RemoteRepo, rev: str) -> CommitDetail:
+    """Everything recorded for one commit."""
+    return decode(CommitDetail, repo.client.get(f"/commits/{segment(rev)}"))
+
+
+def ls(repo: RemoteRepo) -> list[LineInfo]:
+    """Every line with its kind, head and number of commits."""
+    return decode_list(LineInfo, repo.client.get("/lines"))
+
+
+def diff(repo: RemoteRepo, rev_a: str, rev_b: str) -> Diff:
+    """What changed from REV_A to REV_B, computed by the registry."""
+    return decode(Diff, repo.client.get("/diff", a=rev_a, b=rev_b))
+
+
+def status(repo: RemoteRepo) -> list[LineStatus]:
+    """Every line with its head and the holder of each of its channels."""
+    return decode_list(LineStatus, repo.client.get("/status"))
+
+
+def history(repo: RemoteRepo, ref: str) -> list[Move]:
+    """Every move of LINE@CHANNEL, oldest first."""
+    return decode_list(Move, repo.client.get("/history", ref=ref))
+
+
+def base_ls(repo: RemoteRepo) -> list[Base]:
+    """Every base the registry knows, by name."""
+    return decode_list(Base, repo.client.get("/bases"))
+
+
+def tag_list(
+    repo: RemoteRepo, line: str | None = None, kind: RefKind = RefKind.TAG
+) -> list[RefInfo]:
+    """Tags of LINE, or of every line."""
+    if kind != RefKind.TAG:
+        raise LocalOnly(f"listing {kind}s as refs")
+    return decode_list(RefInfo, repo.client.get("/tags", line=line))
+
+
+def contract_show(repo: RemoteRepo, name: str, version: int | None = None) -> Contract:
+    return decode(Contract, repo.client.get(f"/contracts/{segment(name)}", version=version))
+
+
+def contract_ls(repo: RemoteRepo) -> list[Contract]:
+    """The latest version of every contract."""
+    return decode_list(Contract, repo.client.get("/contracts"))
+
+
+def gate(repo: RemoteRepo, rev: str, channel: str, contract: str | None = None) -> GateReport:
+    """A dry run of promote, on the registry."""
+    params = dict(rev=rev, channel=channel, contract=contract)
+    return decode(GateReport, repo.client.get("/gate", **params))
+
+
+def evaluations_of(repo: RemoteRepo, rev: str) -> list[Evaluation]:
+    return decode_list(Evaluation, repo.client.get("/evaluations", rev=rev))
+
+
+def latest_evaluation(repo: RemoteRepo, rev: str, contract: str) -> Evaluation | None:
+    """The newest evaluation of REV under any version of CONTRACT, or None."""
+    found = [e for e in evaluations_of(repo, rev) if e.contract == contract]
+    return max(found, key=lambda e: (e.version, e.id)) if found else None
