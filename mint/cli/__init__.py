@@ -16,6 +16,7 @@ from mint.cli import (
     commit_cmds,
     contract_cmds,
     hub_cmds,
+    registry_cmds,
     remote_cmds,
     repo_cmds,
     runtime_cmds,
@@ -49,6 +50,7 @@ for _group in (
     channel_cmds,
     hub_cmds,
     runtime_cmds,
+    registry_cmds,
     remote_cmds,
 ):
     _group.register(cli)

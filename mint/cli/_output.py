@@ -6,42 +6,15 @@ property, under its own name (a trailing underscore dropped: `from_` is "from").
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import json
-import os
 import re
 import sys
 
 import click
 
+from mint.jsonable import to_jsonable as to_jsonable  # re-exported: one serializer
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def to_jsonable(obj):
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {f.name.rstrip("_"): to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-        for name in _properties(type(obj)):
-            out[name] = to_jsonable(getattr(obj, name))
-        return out
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    return obj
-
-
-def _properties(cls: type) -> list[str]:
-    return [
-        name
-        for klass in reversed(cls.__mro__)
-        for name, value in vars(klass).items()
-        if isinstance(value, property) and not name.startswith("_")
-    ]
 
 
 def emit_json(obj) -> None:

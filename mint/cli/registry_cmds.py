@@ -1,0 +1,146 @@
+"""`mint registry`: serve a repository as a registry, and manage its tokens and protected
+channels. Every command here runs where the repository is (its database and store)."""
+
+from __future__ import annotations
+
+import click
+
+from mint.cli._common import current_user, json_option
+from mint.cli._output import echo, emit_json, safe, table, warn
+
+ROLES = click.Choice(["reader", "writer", "maintainer", "admin"])
+MOVE_ROLES = click.Choice(["writer", "maintainer", "admin"])
+
+
+def _local_repo(ctx):
+    """The repository itself: these commands never act through a registry URL."""
+    from mint.errors import LocalOnly
+    from mint.repo import Repo
+
+    repo = ctx.repo()
+    if not isinstance(repo, Repo):
+        raise LocalOnly("mint registry")
+    return repo
+
+
+@click.group()
+def registry() -> None:
+    """Serve this repository as a registry; manage its tokens and protected channels."""
+
+
+@registry.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--max-body", type=click.IntRange(1), help="Largest JSON body, in bytes.")
+@click.option("--max-blob", type=click.IntRange(1), help="Largest blob upload, in bytes.")
+@click.pass_obj
+def serve(ctx, host: str, port: int, max_body: int | None, max_blob: int | None) -> None:
+    """Serve the repository's HTTP API (/api/v1/, /openapi.json) until interrupted."""
+    from dataclasses import replace
+
+    from mint.registry.app import serve as run
+    from mint.registry.limits import Limits
+
+    limits = Limits()
+    limits = replace(limits, body=max_body or limits.body, blob=max_blob or limits.blob)
+    run(_local_repo(ctx), host, port, limits)
+
+
+@registry.group()
+def token() -> None:
+    """Bearer tokens: create (shown once), list, revoke."""
+
+
+@token.command("create")
+@click.argument("name")
+@click.option("--role", type=ROLES, required=True, help="What the token may do.")
+@click.option("--lines", "lines", multiple=True, metavar="GLOB", help="Limit it to these lines.")
+@json_option
+@click.pass_obj
+def token_create(ctx, name: str, role: str, lines: tuple[str, ...], as_json: bool) -> None:
+    """Make a token NAME; it is printed this once (only its hash is kept)."""
+    from mint.registry.tokens import token_create as create
+
+    made = create(_local_repo(ctx), name, role, list(lines), by=current_user())
+    if as_json:
+        return emit_json(made)
+    echo(made.token)
+    warn(f"token {made.name} ({made.role}): keep it now, it is not shown again")
+
+
+@token.command("ls")
+@json_option
+@click.pass_obj
+def token_ls(ctx, as_json: bool) -> None:
+    """Every token (never its secret), revoked ones marked."""
+    from mint.registry.tokens import token_ls as ls
+
+    items = ls(_local_repo(ctx))
+    if as_json:
+        return emit_json(items)
+    rows = [
+        [t.name, t.role, ",".join(t.lines) if t.lines else "*", t.created_at[:19], t.created_by,
+         f"revoked {t.revoked_at[:19]}" if t.revoked_at else "active"]
+        for t in items
+    ]  # fmt: skip
+    echo(table(rows, ["NAME", "ROLE", "LINES", "CREATED", "BY", "STATE"]))
+
+
+@token.command("revoke")
+@click.argument("name")
+@json_option
+@click.pass_obj
+def token_revoke(ctx, name: str, as_json: bool) -> None:
+    """Revoke the token NAME at once (its name stays taken)."""
+    from mint.registry.tokens import token_revoke as revoke
+
+    info = revoke(_local_repo(ctx), name)
+    emit_json(info) if as_json else echo(f"revoked token {safe(info.name)}")
+
+
+@registry.command()
+@click.argument("channel")
+@click.option("--role", type=MOVE_ROLES, default="maintainer", show_default=True)
+@json_option
+@click.pass_obj
+def protect(ctx, channel: str, role: str, as_json: bool) -> None:
+    """Moving CHANNEL (on any line) needs ROLE; forcing it needs admin; approvals for it count
+    only from others than the commit's author and pusher."""
+    from mint.registry.protection import protect as run
+
+    p = run(_local_repo(ctx), channel, role, by=current_user())
+    emit_json(p) if as_json else echo(f"{p.channel} is protected: moving it needs {p.role}")
+
+
+@registry.command()
+@click.argument("channel")
+@json_option
+@click.pass_obj
+def unprotect(ctx, channel: str, as_json: bool) -> None:
+    """CHANNEL moves for writers again."""
+    from mint.registry.protection import unprotect as run
+
+    was = run(_local_repo(ctx), channel)
+    if as_json:
+        return emit_json({"channel": channel, "was": was})
+    echo(
+        f"{safe(channel)} is no longer protected" if was else f"{safe(channel)} was not protected"
+    )
+
+
+@registry.command()
+@json_option
+@click.pass_obj
+def protected(ctx, as_json: bool) -> None:
+    """The protected channels and the role each needs."""
+    from mint.registry.protection import protected_ls
+
+    items = protected_ls(_local_repo(ctx))
+    if as_json:
+        return emit_json(items)
+    rows = [[p.channel, p.role, p.created_at[:19], p.created_by] for p in items]
+    echo(table(rows, ["CHANNEL", "ROLE", "SINCE", "BY"]))
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(registry)

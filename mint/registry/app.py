@@ -1,0 +1,49 @@
+"""The registry's HTTP application: FastAPI over one repository, with no state of its own.
+
+Every request reads and writes the repository's database and store, so any number of
+processes over the same PostgreSQL database and store are replicas; compare-and-swap in the
+database keeps them consistent.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from mint import __version__
+from mint.registry import failures, routes_blobs, routes_read, routes_transfer, routes_write
+from mint.registry.limits import BodyLimit, Limits
+from mint.repo import Repo
+
+
+def create_app(repo: Repo, limits: Limits | None = None) -> FastAPI:
+    """The application serving REPO under /api/v1/, described at /openapi.json."""
+    app = FastAPI(
+        title="mint registry",
+        version=__version__,
+        description="Version control, a registry and a runtime for LoRA adapters: the "
+        "registry's API (docs/registry-api.md).",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.repo = repo
+    app.state.limits = limits or Limits()
+    for module in (routes_read, routes_write, routes_blobs, routes_transfer):
+        app.include_router(module.router)
+    app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])
+    failures.install(app)
+    app.add_middleware(BodyLimit, limits=app.state.limits)
+    return app
+
+
+def healthz() -> dict[str, str]:
+    """Alive (no token needed; touches neither the database nor the store)."""
+    return {"status": "ok"}
+
+
+def serve(repo: Repo, host: str, port: int, limits: Limits | None = None) -> None:
+    """Run the application with uvicorn until interrupted (SIGINT or SIGTERM)."""
+    import uvicorn
+
+    # uvicorn's access log shows the method, path and status: never a request's headers,
+    # so bearer tokens stay out of it.
+    uvicorn.run(create_app(repo, limits), host=host, port=port, log_level="info")

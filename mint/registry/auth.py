@@ -1,0 +1,95 @@
+"""Who a request acts as, and what it may do: FastAPI dependencies over `tokens` and
+`protection`. Routes declare the role they need (`Reader`, `Writer`, …) and check lines and
+channel moves with the helpers here before calling the operation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Annotated, TypeVar
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from mint.errors import Forbidden
+from mint.registry import queries
+from mint.registry.protection import is_protected, move_role
+from mint.registry.tokens import Access, Identity, authenticate
+from mint.repo import Repo
+
+T = TypeVar("T")
+
+bearer = HTTPBearer(auto_error=False, description="A token made by `mint registry token create`.")
+
+
+def repo_of(request: Request) -> Repo:
+    return request.app.state.repo
+
+
+def identity(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> Identity:
+    """The token's identity; 401 without a token or with an unknown or revoked one."""
+    return authenticate(repo_of(request), credentials.credentials if credentials else None)
+
+
+def requires(role: Access) -> Callable[..., Identity]:
+    def dependency(who: Identity = Depends(identity)) -> Identity:
+        if not who.role.allows(role):
+            raise Forbidden(
+                who.name, f"do this: it needs the {role} role, the token is {who.role}"
+            )
+        return who
+
+    dependency.__name__ = f"requires_{role}"
+    return dependency
+
+
+RepoDep = Annotated[Repo, Depends(repo_of)]
+Reader = Annotated[Identity, Depends(requires(Access.READER))]
+Writer = Annotated[Identity, Depends(requires(Access.WRITER))]
+Maintainer = Annotated[Identity, Depends(requires(Access.MAINTAINER))]
+Admin = Annotated[Identity, Depends(requires(Access.ADMIN))]
+
+
+def need(who: Identity, role: Access, why: str) -> None:
+    if not who.role.allows(role):
+        raise Forbidden(who.name, f"{why}: it needs the {role} role, the token is {who.role}")
+
+
+def check_line(who: Identity, line: str) -> None:
+    if not who.may_touch(line):
+        raise Forbidden(who.name, f"touch line {line}: it is outside the token's lines")
+
+
+def check_rev(repo: Repo, who: Identity, rev: str) -> str | None:
+    """For a token limited to lines, REV's commit must be on one of them. Returns the line
+    when it was looked up."""
+    if who.lines is None:
+        return None
+    line = queries.line_of(repo, rev)
+    check_line(who, line)
+    return line
+
+
+def check_blob(repo: Repo, who: Identity, blob_id: str) -> None:
+    """A token limited to lines reads a blob only if a commit of one of its lines holds it."""
+    if who.lines is None:
+        return
+    if not any(who.may_touch(line) for line in queries.blob_lines(repo, blob_id)):
+        raise Forbidden(who.name, f"read blob {blob_id[:12]}: no line of the token holds it")
+
+
+def visible(who: Identity, items: Iterable[T], line: Callable[[T], str]) -> list[T]:
+    """The items on lines the token may read."""
+    return [i for i in items if who.may_touch(line(i))]
+
+
+def check_move(repo: Repo, who: Identity, line: str, channel: str, *, force: bool) -> None:
+    """Moving LINE@CHANNEL needs the channel's role (writer when unprotected); forcing a
+    protected channel needs admin."""
+    check_line(who, line)
+    with repo.db.read() as conn:
+        role, protected = move_role(conn, channel), is_protected(conn, channel)
+    need(who, role, f"move {line}@{channel}")
+    if force and protected:
+        need(who, Access.ADMIN, f"force protected channel {channel}")

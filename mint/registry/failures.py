@@ -1,0 +1,146 @@
+"""One table from errors to HTTP statuses, and the JSON every error answers with:
+`{"error": {"type": "<ErrorClass>", "message": "<one line>", "detail": {...}?}}`.
+
+A class not in the table takes the status of its nearest listed base. Anything that is not
+an expected error is a bug: it is logged with its traceback (never a request's headers) and
+answered with a 500 that names no internals.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+
+import sqlalchemy as sa
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+
+from mint import errors as e
+from mint.jsonable import to_jsonable
+
+log = logging.getLogger("mint.registry")
+
+
+@functools.cache
+def status_table() -> dict[type[BaseException], int]:
+    """Error class -> HTTP status. MintError's own status (400) is the fallback."""
+    return {
+        e.Unauthenticated: 401,
+        e.Forbidden: 403,
+        e.RevisionNotFound: 404,
+        e.UnknownToken: 404,
+        e.TokenExists: 409,
+        e.BlobMissing: 404,
+        e.RefConflict: 409,
+        e.RefExists: 409,
+        e.NotFastForward: 409,
+        e.GateRefused: 409,
+        e.NothingToRollBack: 409,
+        e.InvalidName: 422,
+        e.InvalidConfig: 422,
+        e.InvalidAdapter: 422,
+        e.InvalidObject: 422,
+        e.MissingObjects: 422,
+        e.AmbiguousRevision: 422,
+        e.UnknownBase: 422,
+        e.BaseMismatch: 422,
+        e.UnsafePath: 422,
+        e.WrongKind: 422,
+        e.ForceNeedsReason: 422,
+        e.EvaluationFailed: 422,
+        e.BlobChanged: 422,
+        e.BlobCorrupt: 500,  # the server's own bytes are damaged: not the client's doing
+        e.DatabaseUnavailable: 503,
+        e.SchemaOutdated: 503,
+        e.StoreError: 500,
+        e.MintError: 400,
+    }
+
+
+def status_of(exc: BaseException) -> int:
+    table = status_table()
+    for klass in type(exc).__mro__:
+        if klass in table:
+            return table[klass]
+    return 500
+
+
+def error_response(
+    status: int, kind: str, message: str, detail=None, headers=None
+) -> JSONResponse:
+    body: dict = {"type": kind, "message": " ".join(str(message).split())}
+    if detail is not None:
+        body["detail"] = detail
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _detail(exc: BaseException):
+    if isinstance(exc, e.GateRefused):
+        return to_jsonable(exc.report)
+    if isinstance(exc, e.MissingObjects):
+        return {"what": exc.what, "ids": exc.ids}
+    if isinstance(exc, e.RefConflict):
+        return {"ref": exc.ref, "expected": exc.expected, "found": exc.found}
+    if isinstance(exc, e.NotFastForward):
+        return {"line": exc.line, "head": exc.head, "new": exc.new}
+    return None
+
+
+async def on_mint_error(request: Request, exc: Exception) -> JSONResponse:
+    status = status_of(exc)
+    if status >= 500:
+        log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return error_response(status, type(exc).__name__, str(exc), _detail(exc), headers)
+
+
+async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    problems = exc.errors() if isinstance(exc, RequestValidationError) else []
+    first = problems[0] if problems else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
+    detail = [{"loc": list(p.get("loc", ())), "msg": p.get("msg", "")} for p in problems[:20]]
+    return error_response(
+        422, "InvalidRequest", message, json.loads(json.dumps(detail, default=str))
+    )
+
+
+_HTTP_TYPES = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 411: "LengthRequired",
+               413: "PayloadTooLarge", 416: "RangeNotSatisfiable"}  # fmt: skip
+
+
+async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    kind = _HTTP_TYPES.get(exc.status_code, "HTTPError")
+    return error_response(exc.status_code, kind, str(exc.detail), headers=exc.headers)
+
+
+async def on_disconnect(request: Request, exc: Exception) -> JSONResponse:
+    # The client went away mid-request (an upload cut off): nothing was stored, nobody listens.
+    return error_response(400, "ClientDisconnect", "the client disconnected before the end")
+
+
+async def on_data_error(request: Request, exc: Exception) -> JSONResponse:
+    # The database refused a value (too long, out of range): the input's fault, not a bug.
+    why = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+    return error_response(422, "InvalidValue", f"the database refused a value: {why}")
+
+
+async def on_bug(request: Request, exc: Exception) -> JSONResponse:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "InternalError", "internal error; the server's log has the details")
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error as JSON: expected ones with their status, bugs with a logged 500."""
+    app.add_exception_handler(e.MintError, on_mint_error)
+    app.add_exception_handler(e.StoreError, on_mint_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(HTTPException, on_http_error)
+    app.add_exception_handler(ClientDisconnect, on_disconnect)
+    app.add_exception_handler(sa.exc.DataError, on_data_error)
+    app.add_exception_handler(Exception, on_bug)

@@ -1,0 +1,143 @@
+"""Request bodies, validated by pydantic before any operation runs (malformed: 422).
+
+Every string in a body is refused if it holds a NUL (no database column can keep one), and
+lengths are bounded by the columns they end up in.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from mint.ids import EvalSource
+
+HEX64 = r"^[0-9a-f]{64}$"
+MAX_IDS = 10_000
+
+Rev = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+Text = Annotated[str, StringConstraints(max_length=100_000)]
+Id64 = Annotated[str, StringConstraints(pattern=HEX64)]
+
+
+def _bad_text(value: Any, depth: int = 0) -> bool:
+    """A string (anywhere in VALUE) with a NUL or a lone surrogate, which no column keeps, or
+    nesting deeper than 64."""
+    if isinstance(value, str):
+        return "\x00" in value or not value.isascii() and not _encodable(value)
+    if depth > 64:
+        return True
+    if isinstance(value, dict):
+        return any(_bad_text(k, depth + 1) or _bad_text(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_bad_text(v, depth + 1) for v in value)
+    return False
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        if _bad_text(data):
+            raise ValueError(
+                "no NUL characters or lone surrogates in strings, no nesting over 64 deep"
+            )
+        return data
+
+
+class TagBody(Body):
+    tag: Annotated[str, StringConstraints(min_length=1, max_length=201)]  # TAG or LINE@TAG
+    rev: Rev
+    message: Text | None = None
+    force: bool = False
+
+
+class ContractBody(Body):
+    source: Annotated[str, StringConstraints(min_length=1, max_length=1024 * 1024)]  # TOML
+
+
+class EvaluationBody(Body):
+    rev: Rev
+    contract: Name
+    metrics: dict[Name, float]
+    source: EvalSource = EvalSource.MANUAL
+    evaluator: dict[str, Any] | None = None
+    data_hash: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+
+
+class ApprovalBody(Body):
+    rev: Rev
+    channel: Name
+
+
+class PromoteBody(Body):
+    rev: Rev
+    channel: Name
+    contract: Name | None = None
+    force: bool = False
+    reason: Text | None = None
+
+
+class RollbackBody(Body):
+    ref: Rev  # LINE@CHANNEL
+    to: Rev | None = None
+    reason: Text | None = None
+
+
+class MissingBody(Body):
+    ids: Annotated[list[Id64], Field(max_length=MAX_IDS)]
+
+
+class HeadBody(Body):
+    old: Id64 | None
+    new: Id64
+    force: bool = False
+
+
+class ObjectsBody(Body):
+    """The wire format of `mint.transfer` (see docs/registry-api.md); checked there."""
+
+    bases: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
+    evaluations: list[dict[str, Any]] = []
+
+
+class MissingBlobs(BaseModel):
+    missing: list[str]
+
+
+class StoredBlob(BaseModel):
+    id: str
+    size: int
+    written: bool  # False: a good copy was already there
+
+
+class HeadMoved(BaseModel):
+    line: str
+    head: str
+
+
+class Imported(BaseModel):
+    stored: list[str]
+    present: list[str]
+
+
+class Resolved(BaseModel):
+    id: str
+
+
+class WhoAmI(BaseModel):
+    name: str
+    role: str
+    lines: list[str] | None

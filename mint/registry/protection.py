@@ -1,0 +1,91 @@
+"""Protected channels: moving one (promote, rollback) needs a role, forcing one needs admin,
+and approvals for it count only from identities other than the commit's author and pusher."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.errors import InvalidName
+from mint.ids import iso, utcnow
+from mint.refs import check_name
+from mint.registry.tokens import Access, parse_role
+from mint.repo import Repo
+
+MOVE_ROLE = Access.WRITER  # an unprotected channel moves for writers
+
+
+@dataclass(frozen=True)
+class ProtectedChannel:
+    channel: str
+    role: Access
+    created_at: str
+    created_by: str
+
+
+def protect(repo: Repo, channel: str, role: str = "maintainer", *, by: str) -> ProtectedChannel:
+    """Moving CHANNEL (on every line) now needs ROLE; protecting again changes the role."""
+    check_name("channel", channel)
+    access = parse_role(role)
+    if not access.allows(MOVE_ROLE):
+        raise InvalidName("role", role, f"moving a channel needs at least {MOVE_ROLE}")
+    with repo.db.write() as conn:
+        p = s.protected_channels.c
+        conn.execute(s.protected_channels.delete().where(p.channel == channel))
+        conn.execute(
+            s.protected_channels.insert().values(
+                channel=channel, role=access.value, created_at=utcnow(), created_by=by
+            )
+        )
+        return _protected(_row(conn, channel))
+
+
+def unprotect(repo: Repo, channel: str) -> ProtectedChannel | None:
+    """CHANNEL moves for writers again. Returns what the protection was (None: there was none)."""
+    with repo.db.write() as conn:
+        row = _row(conn, channel)
+        if row is not None:
+            p = s.protected_channels.c
+            conn.execute(s.protected_channels.delete().where(p.channel == channel))
+        return _protected(row) if row is not None else None
+
+
+def protected_ls(repo: Repo) -> list[ProtectedChannel]:
+    with repo.db.read() as conn:
+        rows = conn.execute(
+            sa.select(s.protected_channels).order_by(s.protected_channels.c.channel)
+        )
+        return [_protected(r) for r in rows]
+
+
+def move_role(conn, channel: str) -> Access:
+    """The role that moving CHANNEL needs."""
+    row = _row(conn, channel)
+    return Access(row.role) if row is not None else MOVE_ROLE
+
+
+def is_protected(conn, channel: str) -> bool:
+    return _row(conn, channel) is not None
+
+
+def excluded_approvers(conn, commit_id: str, channel: str) -> list[str]:
+    """Identities whose approval of COMMIT_ID does not count for CHANNEL: on a protected
+    channel, the commit's author and the identity that pushed it (segregation of duties)."""
+    if not is_protected(conn, channel):
+        return []
+    c = s.commits.c
+    row = conn.execute(sa.select(c.author, c.pushed_by).where(c.id == commit_id)).first()
+    if row is None:
+        return []
+    return sorted({x for x in (row.author, row.pushed_by) if x})
+
+
+def _row(conn, channel: str):
+    p = s.protected_channels.c
+    return conn.execute(sa.select(s.protected_channels).where(p.channel == channel)).first()
+
+
+def _protected(r) -> ProtectedChannel:
+    return ProtectedChannel(r.channel, Access(r.role), iso(r.created_at), r.created_by)

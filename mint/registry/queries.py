@@ -1,0 +1,61 @@
+"""Reads the server needs beyond the façade: the line a revision is on, the lines a blob
+belongs to (for tokens limited to lines), and a commit's evaluations."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.commits import rows
+from mint.gates.evaluations import evaluation
+from mint.objects import Evaluation
+from mint.refs import resolve
+from mint.repo import Repo
+
+
+def line_of(repo: Repo, rev: str) -> str:
+    """The line of the commit REV names (RevisionNotFound if none)."""
+    with repo.db.read() as conn:
+        return rows.commit_row(conn, resolve(conn, rev).id).line
+
+
+def blob_lines(repo: Repo, blob_id: str) -> list[str]:
+    """The lines whose commits hold the blob as one of their files."""
+    q = (
+        sa.select(s.commits.c.line)
+        .join(s.files, s.files.c.commit_id == s.commits.c.id)
+        .where(s.files.c.blob_id == blob_id)
+        .distinct()
+    )
+    with repo.db.read() as conn:
+        return sorted(conn.execute(q).scalars())
+
+
+def evaluations_of(repo: Repo, rev: str) -> list[Evaluation]:
+    """Every evaluation recorded for the commit REV names, oldest first."""
+    with repo.db.read() as conn:
+        cid = resolve(conn, rev).id
+        e = s.evaluations.c
+        ids = conn.execute(sa.select(e.id).where(e.commit_id == cid).order_by(e.id)).scalars()
+        return [evaluation(conn, i) for i in ids]
+
+
+def commit_lines(repo: Repo, ids: list[str]) -> dict[str, str]:
+    """The line of each commit of IDS that is here."""
+    if not ids:
+        return {}
+    c = s.commits.c
+    with repo.db.read() as conn:
+        return dict(conn.execute(sa.select(c.id, c.line).where(c.id.in_(ids))).tuples().all())
+
+
+def unknown_contract_versions(repo: Repo, pairs: set[tuple[str, int]]) -> list[str]:
+    """ "NAME vN" for each (name, version) of PAIRS that no contract here has."""
+    c = s.contracts.c
+    out = []
+    with repo.db.read() as conn:
+        for name, version in sorted(pairs):
+            q = sa.select(c.id).where(c.name == name, c.version == version)
+            if conn.execute(q).first() is None:
+                out.append(f"{name} v{version}")
+    return out

@@ -1,0 +1,59 @@
+"""Blobs: which are missing, upload (streamed, checked against the id), download (verified
+while sent; a `Range` is honoured, and checked by the client against the whole blob's id)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import FileResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from mint.registry.auth import Reader, RepoDep, Writer, check_blob
+from mint.registry.models import HEX64, MissingBlobs, MissingBody, StoredBlob
+from mint.registry.render import MintJSON, answer
+from mint.registry.schemas import ERROR_RESPONSES
+from mint.registry.upload import receive_blob, verified_chunks
+
+router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["blobs"])
+
+BlobPath = Annotated[str, Path(pattern=HEX64, description="the blob's sha256 (hex)")]
+OCTETS = "application/octet-stream"
+_BINARY = {"content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}}}
+
+
+@router.post("/blobs/missing", response_model=MissingBlobs)
+def missing(repo: RepoDep, who: Writer, body: MissingBody) -> MintJSON:
+    """The ids of BODY that the store lacks, in the order given."""
+    wanted = list(dict.fromkeys(body.ids))
+    return answer({"missing": [i for i in wanted if not repo.store.has(i)]})
+
+
+@router.get(
+    "/blobs/{blob_id}", response_class=Response,
+    responses={200: {**_BINARY, "description": "the bytes"},
+               206: {**_BINARY, "description": "a range"}},
+)  # fmt: skip
+def download(repo: RepoDep, who: Reader, blob_id: BlobPath, request: Request) -> Response:
+    check_blob(repo, who, blob_id)
+    size = repo.store.size(blob_id)
+    if "range" in request.headers:
+        return FileResponse(repo.store.local_path(blob_id), media_type=OCTETS)
+    headers = {"Content-Length": str(size), "Accept-Ranges": "bytes"}
+    return StreamingResponse(
+        verified_chunks(repo.store, blob_id), media_type=OCTETS, headers=headers
+    )
+
+
+@router.put(
+    "/blobs/{blob_id}", status_code=201, response_model=StoredBlob,
+    responses={200: {"model": StoredBlob, "description": "already stored"}},
+    openapi_extra={"requestBody": {**_BINARY, "required": True}},
+)  # fmt: skip
+async def upload(blob_id: BlobPath, request: Request, who: Writer) -> MintJSON:
+    """Store the body as blob BLOB_ID: 201 stored, 200 already there, 422 if the bytes hash
+    to another id (then nothing is stored)."""
+    if "content-length" not in request.headers:
+        raise HTTPException(411, "an upload needs a Content-Length")
+    result = await receive_blob(request.app.state.repo, request.stream(), blob_id)
+    return answer(result, 201 if result.written else 200)

@@ -1,0 +1,111 @@
+"""Reads (role: reader). Each route checks the token's lines, calls one operation, answers
+its result as JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from mint import api, objects
+from mint.registry import queries
+from mint.registry.auth import Reader, RepoDep, check_line, check_rev, visible
+from mint.registry.models import Name, Resolved, Rev, WhoAmI
+from mint.registry.render import MintJSON, answer
+from mint.registry.schemas import ERROR_RESPONSES, list_of, model_of
+
+router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["reads"])
+
+RevQuery = Annotated[Rev, Query(description="any revision form: LINE, LINE@TAG, an id, REV~N")]
+
+
+@router.get("/whoami", response_model=WhoAmI)
+def whoami(who: Reader) -> MintJSON:
+    return answer({"name": who.name, "role": who.role, "lines": who.lines})
+
+
+@router.get("/lines", response_model=list_of(objects.LineInfo))
+def lines(repo: RepoDep, who: Reader) -> MintJSON:
+    return answer(visible(who, api.ls(repo), lambda i: i.name))
+
+
+@router.get("/status", response_model=list_of(objects.LineStatus))
+def status(repo: RepoDep, who: Reader) -> MintJSON:
+    return answer(visible(who, api.status(repo), lambda i: i.name))
+
+
+@router.get("/resolve", response_model=Resolved)
+def resolve(repo: RepoDep, who: Reader, rev: RevQuery) -> MintJSON:
+    check_rev(repo, who, rev)
+    return answer({"id": api.resolve(repo, rev)})
+
+
+@router.get("/log", response_model=list_of(objects.CommitInfo))
+def log(
+    repo: RepoDep, who: Reader, rev: RevQuery | None = None,
+    n: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+) -> MintJSON:  # fmt: skip
+    if rev is not None:
+        check_rev(repo, who, rev)
+    return answer(visible(who, api.log(repo, rev, n), lambda c: c.line))
+
+
+@router.get("/commits/{rev}", response_model=model_of(objects.CommitDetail))
+def show(repo: RepoDep, who: Reader, rev: Rev) -> MintJSON:
+    check_rev(repo, who, rev)
+    return answer(api.show(repo, rev))
+
+
+@router.get("/diff", response_model=model_of(objects.Diff))
+def diff(repo: RepoDep, who: Reader, a: RevQuery, b: RevQuery) -> MintJSON:
+    check_rev(repo, who, a)
+    check_rev(repo, who, b)
+    return answer(api.diff(repo, a, b))
+
+
+@router.get("/history", response_model=list_of(objects.Move))
+def history(
+    repo: RepoDep, who: Reader, ref: Annotated[Rev, Query(description="LINE@CHANNEL")]
+) -> MintJSON:
+    check_line(who, ref.partition("@")[0])
+    return answer(api.history(repo, ref))
+
+
+@router.get("/tags", response_model=list_of(objects.RefInfo))
+def tags(repo: RepoDep, who: Reader, line: Annotated[Name | None, Query()] = None) -> MintJSON:
+    if line is not None:
+        check_line(who, line)
+    return answer(visible(who, api.tag_list(repo, line), lambda t: t.line))
+
+
+@router.get("/bases", response_model=list_of(objects.Base))
+def bases(repo: RepoDep, who: Reader) -> MintJSON:
+    return answer(api.base_ls(repo))
+
+
+@router.get("/contracts", response_model=list_of(objects.Contract))
+def contracts(repo: RepoDep, who: Reader) -> MintJSON:
+    return answer(api.contract_ls(repo))
+
+
+@router.get("/contracts/{name}", response_model=model_of(objects.Contract))
+def contract(
+    repo: RepoDep, who: Reader, name: Name,
+    version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+) -> MintJSON:  # fmt: skip
+    return answer(api.contract_show(repo, name, version))
+
+
+@router.get("/gate", response_model=model_of(objects.GateReport))
+def gate(
+    repo: RepoDep, who: Reader, rev: RevQuery, channel: Annotated[Name, Query()],
+    contract: Annotated[Name | None, Query()] = None,
+) -> MintJSON:  # fmt: skip
+    check_rev(repo, who, rev)
+    return answer(api.gate(repo, rev, channel, contract))
+
+
+@router.get("/evaluations", response_model=list_of(objects.Evaluation))
+def evaluations(repo: RepoDep, who: Reader, rev: RevQuery) -> MintJSON:
+    check_rev(repo, who, rev)
+    return answer(queries.evaluations_of(repo, rev))
