@@ -14,19 +14,21 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 BENCH_DIR = Path(__file__).resolve().parent
 OUT_DIR = BENCH_DIR / "out"
 REPO_ROOT = BENCH_DIR.parent
 
-for _path in (REPO_ROOT, REPO_ROOT / "tests"):  # run as `python bench/x.py`; share the tests' helpers
+for _path in (
+    REPO_ROOT,
+    REPO_ROOT / "tests",
+):  # run as `python bench/x.py`; share the tests' helpers
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
 from pgdb import PG_ADMIN_URL, pg_database  # noqa: E402,F401  (MINT_TEST_PG_URL selects the server)
-
 
 # --- timing --------------------------------------------------------------------
 
@@ -78,13 +80,23 @@ def fmt_num(value, unit: str = "") -> str:
 def table(title: str, header: list[str], rows: list[list]) -> str:
     """A plain text table; every cell is already a string or is formatted by fmt_num."""
     cells = [[c if isinstance(c, str) else fmt_num(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)
+    ]
     line = "  ".join("-" * w for w in widths)
     out = [title, "=" * len(title)]
-    out.append("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))))
+    out.append(
+        "  ".join(
+            h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))
+        )
+    )
     out.append(line)
     for r in cells:
-        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        out.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+            )
+        )
     return "\n".join(out)
 
 
@@ -132,15 +144,22 @@ def sized_db_args(description: str, sizes: str, sizes_help: str, profile_help: s
     Returns (args, sizes, dbs), dropping PostgreSQL with a note when it does not answer."""
     import argparse
 
-    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--sizes", default=sizes, help=sizes_help)
-    p.add_argument("--db", default=None, help="sqlite,postgresql (default: both, if PostgreSQL answers)")
+    p.add_argument(
+        "--db", default=None, help="sqlite,postgresql (default: both, if PostgreSQL answers)"
+    )
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--profile", action="store_true", help=profile_help)
     args = p.parse_args(argv)
     dbs = args.db.split(",") if args.db else ["sqlite", "postgresql"]
     if "postgresql" in dbs and not pg_available():
-        print(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: measuring SQLite only", file=sys.stderr)
+        print(
+            f"PostgreSQL is not reachable at {PG_ADMIN_URL}: measuring SQLite only",
+            file=sys.stderr,
+        )
         dbs = [d for d in dbs if d != "postgresql"]
     return args, sorted(int(x) for x in args.sizes.split(",")), dbs
 

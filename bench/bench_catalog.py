@@ -7,7 +7,8 @@ start-up): target under 50 ms each, and flat as the catalog grows from 1,000 to 
 `log -n 20` over every line is measured too, for information.
 
 The catalog is filled directly with SQLAlchemy Core (`api.commit` 100,000 times would take
-hours; the tensor rows, the bulk, go through the connection's driver cursor): many lines, each a chain of commits whose parent is the line's previous commit, the
+hours; the tensor rows, the bulk, go through the connection's driver cursor): many lines,
+each a chain of commits whose parent is the line's previous commit, the
 lines interleaved in time; every 10th commit of a line is tagged, with its ref_history entry;
 each commit has its two files and 14 tensor rows, and the tagged commit that is shown
 (`bench@release`) has the 448 tensor rows of a 7B-shaped r=16 adapter. The `bench` line holds a
@@ -41,9 +42,14 @@ BATCH = 2000
 BASE = "llama-7b-shape"
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 SHAPES = {  # (in, out) for Llama-2-7B
-    "q_proj": (4096, 4096), "k_proj": (4096, 4096), "v_proj": (4096, 4096), "o_proj": (4096, 4096),
-    "gate_proj": (4096, 11008), "up_proj": (4096, 11008), "down_proj": (11008, 4096),
-}  # fmt: skip
+    "q_proj": (4096, 4096),
+    "k_proj": (4096, 4096),
+    "v_proj": (4096, 4096),
+    "o_proj": (4096, 4096),
+    "gate_proj": (4096, 11008),
+    "up_proj": (4096, 11008),
+    "down_proj": (11008, 4096),
+}
 TARGET_MS = 50.0
 FLAT = 1.5  # 100k/1k median ratio that still counts as flat on a noisy machine
 
@@ -62,8 +68,18 @@ def tensor_rows(cid: str, layers: int) -> list[tuple]:
             for part, (a, b) in (("lora_A", (16, fan_in)), ("lora_B", (fan_out, 16))):
                 nbytes = a * b * 2
                 name = f"base_model.model.model.layers.{i}.{group}.{mod}.{part}.weight"
-                rows.append((cid, "adapter_model.safetensors", name, "BF16", f"[{a},{b}]",
-                             cid[:48] + f"{k:016x}", nbytes, offset))  # fmt: skip
+                rows.append(
+                    (
+                        cid,
+                        "adapter_model.safetensors",
+                        name,
+                        "BF16",
+                        f"[{a},{b}]",
+                        cid[:48] + f"{k:016x}",
+                        nbytes,
+                        offset,
+                    )
+                )
                 offset += nbytes
                 k += 1
     return rows
@@ -78,14 +94,23 @@ def insert_tensors(conn, rows: list[tuple]) -> None:
 
 
 ADAPTER_CONFIG = {
-    "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 16, "lora_alpha": 32, "lora_dropout": 0.05,
-    "bias": "none", "target_modules": list(MODULES), "base_model_name_or_path": BASE,
+    "peft_type": "LORA",
+    "task_type": "CAUSAL_LM",
+    "r": 16,
+    "lora_alpha": 32,
+    "lora_dropout": 0.05,
+    "bias": "none",
+    "target_modules": list(MODULES),
+    "base_model_name_or_path": BASE,
     "inference_mode": True,
-}  # fmt: skip
+}
 PEFT = {"peft_type": "LORA", "r": 16, "lora_alpha": 32, "target_modules": sorted(MODULES)}
 BASE_CONFIG = {
-    "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-}  # fmt: skip
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+}
 
 
 def plan(n: int, seed: int = 0) -> list[str]:
@@ -110,7 +135,7 @@ def populate(repo, n: int) -> dict:
     order = plan(n)
     n_bench = order.count(LINE)
     release_pos = n_bench // 2
-    start = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     fp = fingerprint(BASE_CONFIG)
     heads: dict[str, str] = {}
     counts: dict[str, int] = {}
@@ -126,7 +151,11 @@ def populate(repo, n: int) -> dict:
         load.exec_driver_sql("SET synchronous_commit = off")
     load.commit()
     with load.begin():
-        load.execute(s.bases.insert().values(name=BASE, fingerprint=fp, config=BASE_CONFIG, source=None, created_at=start))
+        load.execute(
+            s.bases.insert().values(
+                name=BASE, fingerprint=fp, config=BASE_CONFIG, source=None, created_at=start
+            )
+        )
     for lo in range(0, n, BATCH):
         commits, parents, files, tensors, refs, history = [], [], [], [], [], []
         for g in range(lo, min(n, lo + BATCH)):
@@ -134,16 +163,42 @@ def populate(repo, n: int) -> dict:
             pos = counts.get(line, 0)
             cid = hexid("commit", g)
             at = start + dt.timedelta(seconds=g)
-            commits.append({
-                "id": cid, "kind": "adapter", "line": line, "tree": hexid("tree", g), "base": BASE,
-                "base_fingerprint": fp, "message": f"training run {pos}: lr sweep", "author": "bench",
-                "created_at": at, "meta": {"step": pos * 1000, "loss": round(2.0 / (pos + 1), 4)},
-                "provenance": {}, "peft": PEFT, "config": ADAPTER_CONFIG, "source_sha": None,
-            })  # fmt: skip
+            commits.append(
+                {
+                    "id": cid,
+                    "kind": "adapter",
+                    "line": line,
+                    "tree": hexid("tree", g),
+                    "base": BASE,
+                    "base_fingerprint": fp,
+                    "message": f"training run {pos}: lr sweep",
+                    "author": "bench",
+                    "created_at": at,
+                    "meta": {"step": pos * 1000, "loss": round(2.0 / (pos + 1), 4)},
+                    "provenance": {},
+                    "peft": PEFT,
+                    "config": ADAPTER_CONFIG,
+                    "source_sha": None,
+                }
+            )
             if line in heads:
                 parents.append({"commit_id": cid, "idx": 0, "parent_id": heads[line]})
-            files.append({"commit_id": cid, "path": "adapter_config.json", "blob_id": hexid("cfg", g), "size": 412})
-            files.append({"commit_id": cid, "path": "adapter_model.safetensors", "blob_id": hexid("w", g), "size": 79_998_048})
+            files.append(
+                {
+                    "commit_id": cid,
+                    "path": "adapter_config.json",
+                    "blob_id": hexid("cfg", g),
+                    "size": 412,
+                }
+            )
+            files.append(
+                {
+                    "commit_id": cid,
+                    "path": "adapter_model.safetensors",
+                    "blob_id": hexid("w", g),
+                    "size": 79_998_048,
+                }
+            )
             is_release = line == LINE and pos == release_pos
             tensors += tensor_rows(cid, 32 if is_release else 1)
             tags = []
@@ -153,10 +208,30 @@ def populate(repo, n: int) -> dict:
                 tags.append(TAG)
                 release_id = cid
             for name in tags:
-                history.append({"line": line, "name": name, "kind": "tag", "action": "create", "old": None,
-                                "new": cid, "by": "bench", "at": at, "reason": None})  # fmt: skip
-                refs.append({"line": line, "name": name, "kind": "tag", "target": cid, "message": None,
-                             "updated_at": at, "entry": None})  # fmt: skip
+                history.append(
+                    {
+                        "line": line,
+                        "name": name,
+                        "kind": "tag",
+                        "action": "create",
+                        "old": None,
+                        "new": cid,
+                        "by": "bench",
+                        "at": at,
+                        "reason": None,
+                    }
+                )
+                refs.append(
+                    {
+                        "line": line,
+                        "name": name,
+                        "kind": "tag",
+                        "target": cid,
+                        "message": None,
+                        "updated_at": at,
+                        "entry": None,
+                    }
+                )
             heads[line] = cid
             counts[line] = pos + 1
             created.setdefault(line, at)
@@ -177,9 +252,17 @@ def populate(repo, n: int) -> dict:
     with load.begin():
         load.execute(
             s.lines.insert(),
-            [{"name": name, "kind": "adapter", "head": head, "commit_count": counts[name], "created_at": created[name]}
-             for name, head in heads.items()],
-        )  # fmt: skip
+            [
+                {
+                    "name": name,
+                    "kind": "adapter",
+                    "head": head,
+                    "commit_count": counts[name],
+                    "created_at": created[name],
+                }
+                for name, head in heads.items()
+            ],
+        )
     load.close()
     if repo.db.dialect == "postgresql":
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
@@ -225,6 +308,7 @@ def measure(catalogs: dict, runs: int) -> dict:
                 times[key][name].append(c.timed(fn)[0])
     return times
 
+
 @contextlib.contextmanager
 def catalog(db: str, n: int):
     with c.temp_repo(db, "mint-bench-catalog") as (repo, tmp):
@@ -239,8 +323,11 @@ def run(sizes: list[int], dbs: list[str], runs: int, do_profile: bool = False) -
             for n in sizes:
                 repo = stack.enter_context(catalog(db, n))
                 built = populate(repo, n)
-                print(f"  {db:>10} n={n:>7,}: populated in {built['populate_s']:.1f} s "
-                      f"({built['tensors']:,} tensor rows, {built['refs']:,} tags)", flush=True)  # fmt: skip
+                print(
+                    f"  {db:>10} n={n:>7,}: populated in {built['populate_s']:.1f} s "
+                    f"({built['tensors']:,} tensor rows, {built['refs']:,} tags)",
+                    flush=True,
+                )
                 results["builds"][f"{db}/{n}"] = built
                 catalogs[f"{db}/{n}"] = (repo, built["release"])
             results["times"].update(measure(catalogs, runs))
@@ -277,23 +364,48 @@ def report(r: dict) -> str:
     small, big = min(sizes), max(sizes)
     rows = []
     for key in next(iter(r["times"].values())):
-        for db in sorted({k.split("/")[0] for k in r["times"]}, key=["sqlite", "postgresql"].index):
-            meds = {n: c.median(r["times"][f"{db}/{n}"][key]) * 1000 for n in sizes if f"{db}/{n}" in r["times"]}
-            ratio = meds[big] / meds[small] if small in meds and big in meds and small != big else float("nan")
+        for db in sorted(
+            {k.split("/")[0] for k in r["times"]}, key=["sqlite", "postgresql"].index
+        ):
+            meds = {
+                n: c.median(r["times"][f"{db}/{n}"][key]) * 1000
+                for n in sizes
+                if f"{db}/{n}" in r["times"]
+            }
+            ratio = (
+                meds[big] / meds[small]
+                if small in meds and big in meds and small != big
+                else float("nan")
+            )
             ok = meds[big] < TARGET_MS and not (ratio == ratio and ratio > FLAT)
             informational = key.startswith("log -n 20 (all")
-            rows.append([
-                f"{key} [{db}]", *(meds.get(n) for n in sizes),
-                f"{ratio:.2f}x" if ratio == ratio else "-",
-                f"< {TARGET_MS:.0f} ms, flat" if not informational else "(info)",
-                ("ok" if ok else "MISS"),
-            ])  # fmt: skip
-    header = ["figure (median ms)", *(f"n={n:,}" for n in sizes), f"{big // 1000}k/{small // 1000}k", "target", ""]
+            rows.append(
+                [
+                    f"{key} [{db}]",
+                    *(meds.get(n) for n in sizes),
+                    f"{ratio:.2f}x" if ratio == ratio else "-",
+                    f"< {TARGET_MS:.0f} ms, flat" if not informational else "(info)",
+                    ("ok" if ok else "MISS"),
+                ]
+            )
+    header = [
+        "figure (median ms)",
+        *(f"n={n:,}" for n in sizes),
+        f"{big // 1000}k/{small // 1000}k",
+        "target",
+        "",
+    ]
     return c.table(f"Catalog: in-process API calls, medians of {r['runs']} calls", header, rows)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args, sizes, dbs = c.sized_db_args(__doc__, "1000,100000", "commit counts, comma-separated", "cProfile log and show at the largest size", argv)
+    args, sizes, dbs = c.sized_db_args(
+        __doc__,
+        "1000,100000",
+        "commit counts, comma-separated",
+        "cProfile log and show at the largest size",
+        argv,
+    )
     t0 = time.perf_counter()
     r = run(sizes, dbs, args.runs, args.profile)
     r["wall_s"] = time.perf_counter() - t0

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Promote and rollback with a channel history of 100 and of 10,000 moves, on SQLite and on PostgreSQL.
+"""Promote and rollback with a channel history of 100 and of 10,000 moves, on SQLite and
+PostgreSQL.
 
 Figure (issue 3, "Figures to measure"): promote and rollback inside the process (the API
 calls `gates.promote` and `gates.rollback`, the repository already open), with a channel
@@ -25,7 +26,8 @@ The plain baseline is a bare single-row `UPDATE refs SET target=...` in one writ
 transaction of the same database (mint's own connection set-up), as the denominator of
 "x plain". PostgreSQL gets `VACUUM ANALYZE` after the load, as autovacuum would.
 
-    python bench/bench_gates.py [--sizes 100,10000] [--db sqlite,postgresql] [--runs 30] [--profile]
+    python bench/bench_gates.py [--sizes 100,10000] [--db sqlite,postgresql] [--runs 30]
+                                [--profile]
 """
 
 from __future__ import annotations
@@ -76,7 +78,11 @@ max_regression = 0.05
 def write_safetensors(path: Path, tensors: dict[str, tuple[list[int], bytes]]) -> None:
     header, offset, data = {}, 0, []
     for name, (shape, raw) in tensors.items():
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        header[name] = {
+            "dtype": "F32",
+            "shape": shape,
+            "data_offsets": [offset, offset + len(raw)],
+        }
         offset += len(raw)
         data.append(raw)
     text = json.dumps(header, separators=(",", ":")).encode()
@@ -90,25 +96,38 @@ def write_adapter(folder: Path, seed: int) -> None:
     for k, mod in enumerate(("q_proj", "v_proj")):
         prefix = f"base_model.model.model.layers.0.self_attn.{mod}"
         a = struct.pack(f"<{R * HIDDEN}f", *((seed + k + i) % 7 * 0.01 for i in range(R * HIDDEN)))
-        b = struct.pack(f"<{HIDDEN * R}f", *((seed + 3 * k + i) % 5 * 0.01 for i in range(HIDDEN * R)))
+        b = struct.pack(
+            f"<{HIDDEN * R}f", *((seed + 3 * k + i) % 5 * 0.01 for i in range(HIDDEN * R))
+        )
         tensors[f"{prefix}.lora_A.weight"] = ([R, HIDDEN], a)
         tensors[f"{prefix}.lora_B.weight"] = ([HIDDEN, R], b)
     write_safetensors(folder / "adapter_model.safetensors", tensors)
     config = {
-        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": R, "lora_alpha": 8, "lora_dropout": 0.0,
-        "bias": "none", "target_modules": ["q_proj", "v_proj"], "base_model_name_or_path": BASE,
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": R,
+        "lora_alpha": 8,
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "target_modules": ["q_proj", "v_proj"],
+        "base_model_name_or_path": BASE,
         "inference_mode": True,
-    }  # fmt: skip
+    }
     (folder / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
 def write_base(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
-        "intermediate_size": 2 * HIDDEN, "num_hidden_layers": 1, "num_attention_heads": 4,
-        "num_key_value_heads": 4, "vocab_size": 256,
-    }  # fmt: skip
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": HIDDEN,
+        "intermediate_size": 2 * HIDDEN,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "vocab_size": 256,
+    }
     (folder / "config.json").write_text(json.dumps(config) + "\n")
     return folder
 
@@ -152,15 +171,20 @@ def channel_state(conn, line: str, name: str) -> tuple[dict, int]:
 
     h = s.ref_history.c
     rows = conn.execute(
-        s.ref_history.select().with_only_columns(h.id, h.new, h.back)
+        s.ref_history.select()
+        .with_only_columns(h.id, h.new, h.back)
         .where(h.line == line, h.name == name, h.kind == "channel")
-    ).all()  # fmt: skip
-    top = conn.execute(s.refs.select().where(s.refs.c.line == line, s.refs.c.name == name)).one().entry
+    ).all()
+    top = (
+        conn.execute(s.refs.select().where(s.refs.c.line == line, s.refs.c.name == name))
+        .one()
+        .entry
+    )
     return {r.id: (r.new, r.back) for r in rows}, top
 
 
 def populate(repo, commits: dict[str, list[str]], n: int) -> dict:
-    """Bring chat/code @ staging/production to n moves each, as one consistent chain per channel."""
+    """Bring chat/code @ staging/production to n moves each, one consistent chain per channel."""
     import sqlalchemy as sa
 
     from mint import schema as s
@@ -170,10 +194,12 @@ def populate(repo, commits: dict[str, list[str]], n: int) -> dict:
     channels = [(LINE, CHANNEL), (LINE, "staging"), ("code", CHANNEL), ("code", "staging")]
     with engine.begin() as conn:
         contract_ids = {r.channel: r.id for r in conn.execute(sa.select(s.contracts))}
-        evals = {(r.commit_id, r.contract_id): r.id for r in conn.execute(sa.select(s.evaluations))}
+        evals = {
+            (r.commit_id, r.contract_id): r.id for r in conn.execute(sa.select(s.evaluations))
+        }
         state = {ch: channel_state(conn, *ch) for ch in channels}
         next_id = conn.execute(sa.select(sa.func.max(s.ref_history.c.id))).scalar() + 1
-    start = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     need = {ch: n - len(state[ch][0]) for ch in channels}
     rows, k, moved = [], 0, {ch: 0 for ch in channels}
     while any(moved[ch] < need[ch] for ch in channels):
@@ -196,11 +222,23 @@ def populate(repo, commits: dict[str, list[str]], n: int) -> dict:
                 back, action = top, "promote"
             eid = next_id
             next_id += 1
-            rows.append({
-                "id": eid, "line": line, "name": name, "kind": "channel", "action": action, "old": cur_new,
-                "new": new, "by": "bench", "at": start + dt.timedelta(seconds=k), "reason": None,
-                "contract": con, "evaluations": [evals[(new, con)]], "back": back,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "id": eid,
+                    "line": line,
+                    "name": name,
+                    "kind": "channel",
+                    "action": action,
+                    "old": cur_new,
+                    "new": new,
+                    "by": "bench",
+                    "at": start + dt.timedelta(seconds=k),
+                    "reason": None,
+                    "contract": con,
+                    "evaluations": [evals[(new, con)]],
+                    "back": back,
+                }
+            )
             entries[eid] = (new, back)
             state[ch] = (entries, eid)
             moved[ch] += 1
@@ -210,12 +248,20 @@ def populate(repo, commits: dict[str, list[str]], n: int) -> dict:
             conn.execute(s.ref_history.insert(), rows[lo : lo + BATCH])
         for (line, name), (entries, top) in state.items():
             done = conn.execute(
-                s.refs.update().where(s.refs.c.line == line, s.refs.c.name == name)
-                .values(target=entries[top][0], entry=top, updated_at=start + dt.timedelta(seconds=k))
-            )  # fmt: skip
+                s.refs.update()
+                .where(s.refs.c.line == line, s.refs.c.name == name)
+                .values(
+                    target=entries[top][0], entry=top, updated_at=start + dt.timedelta(seconds=k)
+                )
+            )
             assert done.rowcount == 1
         if repo.db.dialect == "postgresql":  # explicit ids: move the sequence past them
-            conn.execute(sa.text("SELECT setval(pg_get_serial_sequence('ref_history', 'id'), (SELECT max(id) FROM ref_history))"))
+            conn.execute(
+                sa.text(
+                    "SELECT setval(pg_get_serial_sequence('ref_history', 'id'), (SELECT max(id) "
+                    "FROM ref_history))"
+                )
+            )
     if repo.db.dialect == "postgresql":
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(sa.text("VACUUM ANALYZE"))
@@ -342,7 +388,9 @@ def profile_calls(repo, commits: list[str], pairs: int = 20) -> str:
     pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
     calls = 2 * pairs
     n_stmt = sum(len(v) for v in stats.values())
-    lines = [f"{n_stmt / calls:.1f} statements per call; by total time (ms per call, count per call):"]
+    lines = [
+        f"{n_stmt / calls:.1f} statements per call; by total time (ms per call, count per call):"
+    ]
     for q, v in sorted(stats.items(), key=lambda kv: -sum(kv[1]))[:12]:
         lines.append(f"  {sum(v) * 1000 / calls:6.2f} ms  {len(v) / calls:4.1f}x  {q}")
     return "\n".join(lines) + "\n\n" + buf.getvalue()
@@ -360,8 +408,12 @@ def run(sizes: list[int], dbs: list[str], runs: int, do_profile: bool = False) -
                 setup_s = time.perf_counter() - t0
                 built = populate(repo, commits, n)
                 built["setup_s"] = setup_s
-                print(f"  {db:>10} n={n:>6,}: API set-up {setup_s:.1f} s, history filled in {built['populate_s']:.1f} s "
-                      f"({built['ref_history_rows']:,} ref_history rows)", flush=True)  # fmt: skip
+                print(
+                    f"  {db:>10} n={n:>6,}: API set-up {setup_s:.1f} s, history filled in "
+                    f"{built['populate_s']:.1f} s "
+                    f"({built['ref_history_rows']:,} ref_history rows)",
+                    flush=True,
+                )
                 results["builds"][f"{db}/{n}"] = built
                 catalogs[f"{db}/{n}"] = (repo, commits)
             results["times"].update(measure(catalogs, runs))
@@ -376,30 +428,62 @@ def report(r: dict) -> str:
     small, big = min(sizes), max(sizes)
     dbs = sorted({k.split("/")[0] for k in r["times"]}, key=["sqlite", "postgresql"].index)
     rows = []
-    for name, label in (("promote", "promote LINE@CHANNEL"), ("rollback", "rollback LINE@CHANNEL"),
-                        ("plain", "plain baseline: UPDATE refs"), ("history", "history LINE@CHANNEL")):  # fmt: skip
+    for name, label in (
+        ("promote", "promote LINE@CHANNEL"),
+        ("rollback", "rollback LINE@CHANNEL"),
+        ("plain", "plain baseline: UPDATE refs"),
+        ("history", "history LINE@CHANNEL"),
+    ):
         for db in dbs:
-            t = {n: [x * 1000 for x in r["times"][f"{db}/{n}"][name]] for n in sizes if f"{db}/{n}" in r["times"]}
+            t = {
+                n: [x * 1000 for x in r["times"][f"{db}/{n}"][name]]
+                for n in sizes
+                if f"{db}/{n}" in r["times"]
+            }
             meds = {n: c.median(v) for n, v in t.items()}
-            ratio = meds[big] / meds[small] if small in meds and big in meds and small != big else float("nan")
+            ratio = (
+                meds[big] / meds[small]
+                if small in meds and big in meds and small != big
+                else float("nan")
+            )
             plain = c.median(r["times"][f"{db}/{big}"]["plain"]) * 1000
             timed_figure = name in ("promote", "rollback")
             ok = meds[big] < TARGET_MS and not (ratio == ratio and ratio > FLAT)
-            rows.append([
-                f"{label} [{db}]", *(meds.get(n) for n in sizes), p90(t[big]),
-                f"{ratio:.2f}x" if ratio == ratio else "-",
-                f"{meds[big] / plain:.1f}x" if name != "plain" else "1x",
-                f"< {TARGET_MS:.0f} ms, flat" if timed_figure else "(info)",
-                ("ok" if ok else "MISS") if timed_figure else "",
-            ])  # fmt: skip
-    header = ["figure (median ms)", *(f"n={n:,}" for n in sizes), f"p90 n={big:,}", f"{big:,}/{small:,}",
-              "x plain", "target", ""]  # fmt: skip
-    title = f"Gates: in-process promote/rollback, channel history of n moves, medians of {r['runs']} calls"
+            rows.append(
+                [
+                    f"{label} [{db}]",
+                    *(meds.get(n) for n in sizes),
+                    p90(t[big]),
+                    f"{ratio:.2f}x" if ratio == ratio else "-",
+                    f"{meds[big] / plain:.1f}x" if name != "plain" else "1x",
+                    f"< {TARGET_MS:.0f} ms, flat" if timed_figure else "(info)",
+                    ("ok" if ok else "MISS") if timed_figure else "",
+                ]
+            )
+    header = [
+        "figure (median ms)",
+        *(f"n={n:,}" for n in sizes),
+        f"p90 n={big:,}",
+        f"{big:,}/{small:,}",
+        "x plain",
+        "target",
+        "",
+    ]
+    title = (
+        "Gates: in-process promote/rollback, channel history of n moves, medians of "
+        f"{r['runs']} calls"
+    )
     return c.table(title, header, rows)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args, sizes, dbs = c.sized_db_args(__doc__, "100,10000", "moves in each channel's history, comma-separated", "cProfile and SQL statements at the largest size", argv)
+    args, sizes, dbs = c.sized_db_args(
+        __doc__,
+        "100,10000",
+        "moves in each channel's history, comma-separated",
+        "cProfile and SQL statements at the largest size",
+        argv,
+    )
     t0 = time.perf_counter()
     r = run(sizes, dbs, args.runs, args.profile)
     r["wall_s"] = time.perf_counter() - t0

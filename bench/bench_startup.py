@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as c  # noqa: E402
 import bench_catalog  # noqa: E402
+
+import _common as c  # noqa: E402
 
 TARGETS = {"--help": 0.5, "--version": 0.5, "log -n 20": 1.5}
 
@@ -51,7 +52,9 @@ def run(runs: int) -> dict:
             for name, argv in argvs.items():
                 times[name].append(wall(argv))
     base = c.median(times["import sqlalchemy"])
-    rows = {name: {"median_s": c.median(t), "ratio": c.median(t) / base} for name, t in times.items()}
+    rows = {
+        name: {"median_s": c.median(t), "ratio": c.median(t) / base} for name, t in times.items()
+    }
     return {"runs": runs, "baseline_s": base, "commands": rows, "env": c.environment()}
 
 
@@ -61,14 +64,23 @@ def report(r: dict) -> str:
         target = TARGETS.get(name)
         verdict = c.verdict(v["ratio"], target) if target else "baseline"
         target_text = f"<= {target}x" if target else "-"
-        rows.append([f"mint {name}" if target else name, f"{v['median_s'] * 1000:.0f} ms",
-                     f"{v['ratio']:.2f}x", target_text, verdict])  # fmt: skip
+        rows.append(
+            [
+                f"mint {name}" if target else name,
+                f"{v['median_s'] * 1000:.0f} ms",
+                f"{v['ratio']:.2f}x",
+                target_text,
+                verdict,
+            ]
+        )
     head = ["command (whole process)", "median", "vs import sqlalchemy", "target", ""]
     return c.table(f"start-up, median of {r['runs']} runs", head, rows)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--runs", type=int, default=15)
     args = p.parse_args(argv)
     r = run(args.runs)

@@ -181,7 +181,10 @@ def run(runs: int = 5, checkout_runs: int = 15, do_profile: bool = False) -> dic
             for fn in order[i % 3 :] + order[: i % 3]:
                 fn()
             # For information: the baseline with the copy made durable, as mint's blobs are.
-            t = c.sh(f'cp "{weights}" "{cp_dst / WEIGHTS}" && sync "{cp_dst / WEIGHTS}" && sha256sum "{weights}"')
+            t = c.sh(
+                f'cp "{weights}" "{cp_dst / WEIGHTS}" && sync "{cp_dst / WEIGHTS}" && sha256sum '
+                f'"{weights}"'
+            )
             os.unlink(cp_dst / WEIGHTS)
             base_sync_s.append(t)
             sync()
@@ -193,7 +196,9 @@ def run(runs: int = 5, checkout_runs: int = 15, do_profile: bool = False) -> dic
             assert not res.created, res
             same_s.append(t)
             same_bytes.append(res.bytes_written)
-            t, res = c.timed(lambda: api.commit(repo, f"copy-{i}", adapter, "same content, new line"))
+            t, res = c.timed(
+                lambda: api.commit(repo, f"copy-{i}", adapter, "same content, new line")
+            )
             assert res.created, res
             newline_s.append(t)
             newline_bytes.append(res.bytes_written)
@@ -209,6 +214,7 @@ def run(runs: int = 5, checkout_runs: int = 15, do_profile: bool = False) -> dic
         shutil.rmtree(co_root / "warm")
         sync()
         for i in range(checkout_runs):
+
             def checkout() -> float:
                 dest = co_root / f"v{i}"
                 t, res = c.timed(lambda: api.checkout(repo, head, dest))
@@ -245,7 +251,9 @@ def run(runs: int = 5, checkout_runs: int = 15, do_profile: bool = False) -> dic
             api.checkout(repo, "bench", co_root / "profile-warm")
             shutil.rmtree(co_root / "profile-warm")
             sync()
-            profiles["checkout"] = profile(lambda: api.checkout(repo, "bench", co_root / "profiled"))
+            profiles["checkout"] = profile(
+                lambda: api.checkout(repo, "bench", co_root / "profiled")
+            )
         repo.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -282,27 +290,77 @@ def report(r: dict) -> str:
     ms = lambda xs: med(xs) * 1000  # noqa: E731
     header = ["figure", "mint", "baseline", "ratio", "target", ""]
     rows = [
-        ["commit, new 80 MB version (ms)", ms(r["commit_new_s"]), ms(r["cp_sha256sum_s"]),
-         f"{r['commit_ratio']:.2f}x", "<= 1.5x", c.verdict(r["commit_ratio"], 1.5)],
-        ["  (info) baseline with `sync DST`", ms(r["commit_new_s"]), ms(r["cp_sync_sha256sum_s"]),
-         f"{r['commit_ratio_vs_durable_cp']:.2f}x", "-", ""],
-        ["  (info) in-process copyfile+hashlib", ms(r["commit_new_s"]), ms(r["copyfile_hashlib_s"]),
-         f"{r['commit_ratio_vs_in_process']:.2f}x", "-", ""],
-        ["re-commit unchanged, same line (ms)", ms(r["recommit_same_line_s"]), ms(r["sha256sum_s"]),
-         f"{med(r['recommit_same_line_s']) / med(r['sha256sum_s']):.2f}x", "-", "vs sha256sum"],
-        ["  bytes written", max(r["recommit_same_line_bytes"]), "-", "-", "0",
-         "ok" if max(r["recommit_same_line_bytes"]) == 0 else "MISS"],
-        ["same content, new line (ms)", ms(r["commit_same_content_new_line_s"]), ms(r["sha256sum_s"]),
-         f"{med(r['commit_same_content_new_line_s']) / med(r['sha256sum_s']):.2f}x", "-", "vs sha256sum"],
-        ["  bytes written", max(r["commit_same_content_new_line_bytes"]), "-", "-", "0",
-         "ok" if max(r["commit_same_content_new_line_bytes"]) == 0 else "MISS"],
-        ["checkout vs cp -r (ms)", ms(r["checkout_s"]), ms(r["cp_r_s"]),
-         f"{r['checkout_ratio']:.2f}x", "<= 1.2x", c.verdict(r["checkout_ratio"], 1.2)],
+        [
+            "commit, new 80 MB version (ms)",
+            ms(r["commit_new_s"]),
+            ms(r["cp_sha256sum_s"]),
+            f"{r['commit_ratio']:.2f}x",
+            "<= 1.5x",
+            c.verdict(r["commit_ratio"], 1.5),
+        ],
+        [
+            "  (info) baseline with `sync DST`",
+            ms(r["commit_new_s"]),
+            ms(r["cp_sync_sha256sum_s"]),
+            f"{r['commit_ratio_vs_durable_cp']:.2f}x",
+            "-",
+            "",
+        ],
+        [
+            "  (info) in-process copyfile+hashlib",
+            ms(r["commit_new_s"]),
+            ms(r["copyfile_hashlib_s"]),
+            f"{r['commit_ratio_vs_in_process']:.2f}x",
+            "-",
+            "",
+        ],
+        [
+            "re-commit unchanged, same line (ms)",
+            ms(r["recommit_same_line_s"]),
+            ms(r["sha256sum_s"]),
+            f"{med(r['recommit_same_line_s']) / med(r['sha256sum_s']):.2f}x",
+            "-",
+            "vs sha256sum",
+        ],
+        [
+            "  bytes written",
+            max(r["recommit_same_line_bytes"]),
+            "-",
+            "-",
+            "0",
+            "ok" if max(r["recommit_same_line_bytes"]) == 0 else "MISS",
+        ],
+        [
+            "same content, new line (ms)",
+            ms(r["commit_same_content_new_line_s"]),
+            ms(r["sha256sum_s"]),
+            f"{med(r['commit_same_content_new_line_s']) / med(r['sha256sum_s']):.2f}x",
+            "-",
+            "vs sha256sum",
+        ],
+        [
+            "  bytes written",
+            max(r["commit_same_content_new_line_bytes"]),
+            "-",
+            "-",
+            "0",
+            "ok" if max(r["commit_same_content_new_line_bytes"]) == 0 else "MISS",
+        ],
+        [
+            "checkout vs cp -r (ms)",
+            ms(r["checkout_s"]),
+            ms(r["cp_r_s"]),
+            f"{r['checkout_ratio']:.2f}x",
+            "<= 1.2x",
+            c.verdict(r["checkout_ratio"], 1.2),
+        ],
         ["  (info) api.show of that commit", ms(r["show_s"]), "-", "-", "-", "catalog read"],
-    ]  # fmt: skip
+    ]
     mb = r["adapter_bytes"] / 1e6
-    title = (f"Store: {mb:.1f} MB adapter, {r['tensors']} bf16 tensors; medians of {r['runs']} runs "
-             f"(checkout: {r['checkout_runs']})")
+    title = (
+        f"Store: {mb:.1f} MB adapter, {r['tensors']} bf16 tensors; medians of {r['runs']} runs "
+        f"(checkout: {r['checkout_runs']})"
+    )
     out = c.table(title, header, rows)
     for name, text in r.get("profiles", {}).items():
         out += f"\n\nProfile of one {name}:\n{text}"
@@ -310,10 +368,14 @@ def report(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--checkout-runs", type=int, default=15)
-    p.add_argument("--profile", action="store_true", help="also print cProfile of one commit and one checkout")
+    p.add_argument(
+        "--profile", action="store_true", help="also print cProfile of one commit and one checkout"
+    )
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     r = run(args.runs, args.checkout_runs, args.profile)

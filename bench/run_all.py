@@ -14,16 +14,19 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as c  # noqa: E402
 import bench_catalog  # noqa: E402
 import bench_gates  # noqa: E402
 import bench_pull  # noqa: E402
 import bench_runtime  # noqa: E402
 import bench_store  # noqa: E402
 
+import _common as c  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--profile", action="store_true", help="also print cProfile output")
     args = p.parse_args(argv)
     extra = ["--profile"] if args.profile else []
@@ -46,9 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     print(bench_gates.report(gates))
     print()
     print(bench_runtime.report(runtime))
-    print(f"\npull: mint {pull['mint_median_s']:.2f} s, snapshot_download alone {pull['download_median_s']:.2f} s, "
-          f"ratio {pull['ratio']:.2f}x (target <= 1.3x)")
-    c.write_json("run_all", {"store": store, "catalog": catalog, "gates": gates, "runtime": runtime, "pull": pull})
+    print(
+        f"\npull: mint {pull['mint_median_s']:.2f} s, snapshot_download alone "
+        f"{pull['download_median_s']:.2f} s, "
+        f"ratio {pull['ratio']:.2f}x (target <= 1.3x)"
+    )
+    c.write_json(
+        "run_all",
+        {"store": store, "catalog": catalog, "gates": gates, "runtime": runtime, "pull": pull},
+    )
     print(f"\n({time.perf_counter() - t0:.0f} s in all; JSON under bench/out/)")
     return 0
 

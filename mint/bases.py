@@ -18,7 +18,13 @@ from mint.repo import Repo
 
 # Keys that transformers writes but that do not change the network: two saves of one base
 # by different library versions must fingerprint the same.
-VOLATILE_KEYS = ("transformers_version", "_name_or_path", "architectures_auto", "torch_dtype", "dtype")
+VOLATILE_KEYS = (
+    "transformers_version",
+    "_name_or_path",
+    "architectures_auto",
+    "torch_dtype",
+    "dtype",
+)
 
 
 def read_base_config(path: str | Path) -> dict:
@@ -97,4 +103,6 @@ def find_base(conn, adapter_base: str | None, explicit: str | None):
     for row in conn.execute(sa.select(s.bases)):
         if row.name in candidates or row.source == adapter_base:
             return row
-    raise UnknownBase(adapter_base, f"the adapter's base {adapter_base!r} is not a registered base")
+    raise UnknownBase(
+        adapter_base, f"the adapter's base {adapter_base!r} is not a registered base"
+    )

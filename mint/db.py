@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -117,7 +117,9 @@ class Database:
         with self.read() as conn:
             try:
                 with conn.begin_nested():
-                    return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+                    return conn.execute(
+                        sa.text("SELECT version_num FROM alembic_version")
+                    ).scalar()
             except sa.exc.DatabaseError:  # no such table: a database never migrated
                 return None
 
@@ -181,4 +183,6 @@ def is_unique_violation(exc: sa.exc.IntegrityError) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc) else type(exc).__name__
+    return (
+        str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc) else type(exc).__name__
+    )

@@ -87,15 +87,25 @@ def export_objects(conn, ids: list[str]) -> dict:
 def commit_wire(conn, cid: str) -> dict:
     d = rows.detail(conn, cid)
     return {
-        "id": d.id, "kind": str(d.kind), "line": d.line, "parents": d.parents,
+        "id": d.id,
+        "kind": str(d.kind),
+        "line": d.line,
+        "parents": d.parents,
         "files": {p: [f.sha256, f.size] for p, f in d.files.items()},
-        "base": d.base, "base_fingerprint": d.base_fingerprint, "message": d.message,
-        "author": d.author, "created_at": d.created_at, "meta": d.meta,
-        "provenance": d.provenance, "peft": d.peft, "config": d.config,
-        "tensors": [[t.name, t.dtype, t.shape, t.sha256, t.nbytes, t.file, t.offset]
-                    for t in d.tensors],
+        "base": d.base,
+        "base_fingerprint": d.base_fingerprint,
+        "message": d.message,
+        "author": d.author,
+        "created_at": d.created_at,
+        "meta": d.meta,
+        "provenance": d.provenance,
+        "peft": d.peft,
+        "config": d.config,
+        "tensors": [
+            [t.name, t.dtype, t.shape, t.sha256, t.nbytes, t.file, t.offset] for t in d.tensors
+        ],
         "members": [[str(m.role), m.label, m.commit_id, m.requested] for m in d.members],
-    }  # fmt: skip
+    }
 
 
 def _base_wire(conn, name: str) -> dict:
@@ -107,19 +117,32 @@ def _evaluations_wire(conn, ids: list[str]) -> list[dict]:
     e, c = s.evaluations.c, s.contracts.c
     q = (
         sa.select(
-            s.evaluations, c.name.label("c_name"), c.version.label("c_version"),
+            s.evaluations,
+            c.name.label("c_name"),
+            c.version.label("c_version"),
             c.source.label("c_source"),
         )
         .join(s.contracts, c.id == e.contract_id)
         .where(e.commit_id.in_(ids))
         .order_by(e.id)
-    )  # fmt: skip
-    return [
-        {"commit": r.commit_id, "contract": {"name": r.c_name, "version": r.c_version,
-         "source": r.c_source}, "metrics": r.metrics, "source": r.source,
-         "evaluator": r.evaluator, "data_hash": r.data_hash, "by": r.by, "at": iso(r.at)}
-        for r in conn.execute(q)
-    ] if ids else []  # fmt: skip
+    )
+    return (
+        [
+            {
+                "commit": r.commit_id,
+                "contract": {"name": r.c_name, "version": r.c_version, "source": r.c_source},
+                "metrics": r.metrics,
+                "source": r.source,
+                "evaluator": r.evaluator,
+                "data_hash": r.data_hash,
+                "by": r.by,
+                "at": iso(r.at),
+            }
+            for r in conn.execute(q)
+        ]
+        if ids
+        else []
+    )
 
 
 # --- receiving -----------------------------------------------------------------------
@@ -129,18 +152,27 @@ def new_commit(wire: dict) -> rows.NewCommit:
     """A commit from its wire form, its id recomputed and checked."""
     try:
         c = rows.NewCommit(
-            kind=Kind(wire["kind"]), line=check_name("line", wire["line"]),
+            kind=Kind(wire["kind"]),
+            line=check_name("line", wire["line"]),
             parents=[str(p) for p in wire["parents"]],
             files={str(p): FileEntry(str(b), int(n)) for p, (b, n) in wire["files"].items()},
-            base=wire["base"], base_fingerprint=wire["base_fingerprint"],
-            message=str(wire["message"]), author=str(wire["author"]),
-            created_at=str(wire["created_at"]), meta=dict(wire["meta"]),
-            provenance=dict(wire["provenance"]), peft=wire["peft"], config=wire["config"],
-            tensors=[TensorEntry(str(n), str(t), [int(x) for x in sh], str(h), int(b), str(f),
-                                 int(o)) for n, t, sh, h, b, f, o in wire["tensors"]],
-            members=[Member(Role(r), str(label), str(m), str(q))
-                     for r, label, m, q in wire["members"]],
-        )  # fmt: skip
+            base=wire["base"],
+            base_fingerprint=wire["base_fingerprint"],
+            message=str(wire["message"]),
+            author=str(wire["author"]),
+            created_at=str(wire["created_at"]),
+            meta=dict(wire["meta"]),
+            provenance=dict(wire["provenance"]),
+            peft=wire["peft"],
+            config=wire["config"],
+            tensors=[
+                TensorEntry(str(n), str(t), [int(x) for x in sh], str(h), int(b), str(f), int(o))
+                for n, t, sh, h, b, f, o in wire["tensors"]
+            ],
+            members=[
+                Member(Role(r), str(label), str(m), str(q)) for r, label, m, q in wire["members"]
+            ],
+        )
         dt.datetime.fromisoformat(c.created_at)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InvalidObject(f"malformed commit object: {type(exc).__name__}: {exc}") from None
@@ -207,7 +239,9 @@ def _check_refers(repo: Repo, conn, c: rows.NewCommit) -> None:
     """Parents and members are recorded, blobs stored (at the sizes given), the base known."""
     ids = c.parents + [m.commit_id for m in c.members]
     if ids:
-        known = {r[0] for r in conn.execute(sa.select(s.commits.c.id).where(s.commits.c.id.in_(ids)))}
+        known = {
+            r[0] for r in conn.execute(sa.select(s.commits.c.id).where(s.commits.c.id.in_(ids)))
+        }
         missing = [i for i in ids if i not in known]
         if missing:
             raise MissingObjects("commits", missing)
@@ -222,9 +256,13 @@ def _check_refers(repo: Repo, conn, c: rows.NewCommit) -> None:
     if line is not None and line != c.kind:
         raise WrongKind(f"line {c.line} holds {line} commits, not {c.kind}s")
     if c.base is not None:
-        fp = conn.execute(sa.select(s.bases.c.fingerprint).where(s.bases.c.name == c.base)).scalar()
+        fp = conn.execute(
+            sa.select(s.bases.c.fingerprint).where(s.bases.c.name == c.base)
+        ).scalar()
         if fp != c.base_fingerprint:
-            raise MissingObjects(f"base {c.base} (push it with its commits)", [c.base_fingerprint or ""])
+            raise MissingObjects(
+                f"base {c.base} (push it with its commits)", [c.base_fingerprint or ""]
+            )
 
 
 def _receive_evaluation(conn, wire: dict) -> None:
@@ -233,9 +271,15 @@ def _receive_evaluation(conn, wire: dict) -> None:
         name, version = str(contract["name"]), int(contract["version"])
         body = parse_contract(str(contract["source"]), f"contract {name}")
         at = dt.datetime.fromisoformat(str(wire["at"]))
-        row = dict(commit_id=commit, metrics=dict(wire["metrics"]), source=str(wire["source"]),
-                   evaluator=wire.get("evaluator"), data_hash=wire.get("data_hash"),
-                   by=str(wire["by"]), at=at)  # fmt: skip
+        row = dict(
+            commit_id=commit,
+            metrics=dict(wire["metrics"]),
+            source=str(wire["source"]),
+            evaluator=wire.get("evaluator"),
+            data_hash=wire.get("data_hash"),
+            by=str(wire["by"]),
+            at=at,
+        )
     except (KeyError, TypeError, ValueError):
         raise InvalidObject("malformed evaluation object") from None
     if body["name"] != name:
@@ -254,10 +298,19 @@ def _receive_contract(conn, name: str, version: int, body: dict, source: str) ->
     c = s.contracts.c
     found = conn.execute(sa.select(c.id).where(c.name == name, c.version == version)).scalar()
     if found is None:
-        conn.execute(s.contracts.insert().values(
-            id=cid, name=name, version=version, channel=body["channel"], body=body,
-            lines=body["lines"], source=source, created_at=utcnow(), created_by="push",
-        ))  # fmt: skip
+        conn.execute(
+            s.contracts.insert().values(
+                id=cid,
+                name=name,
+                version=version,
+                channel=body["channel"],
+                body=body,
+                lines=body["lines"],
+                source=source,
+                created_at=utcnow(),
+                created_by="push",
+            )
+        )
     elif found != cid:
         raise RefConflict(f"contract {name} v{version}", cid, found)
     return cid
@@ -284,10 +337,18 @@ def move_head(repo: Repo, line: str, old: str | None, new: str, *, force: bool, 
             raise NotFastForward(line, head, new)
         _set_head(conn, line, Kind(row.kind), head, new)
         action = Action.FORCE if force and head is not None else Action.PUSH
-        conn.execute(s.ref_history.insert().values(
-            line=line, name="HEAD", kind=RefKind.HEAD, action=action, old=head, new=new, by=by,
-            at=utcnow(),
-        ))  # fmt: skip
+        conn.execute(
+            s.ref_history.insert().values(
+                line=line,
+                name="HEAD",
+                kind=RefKind.HEAD,
+                action=action,
+                old=head,
+                new=new,
+                by=by,
+                at=utcnow(),
+            )
+        )
 
 
 def _set_head(conn, line: str, kind: Kind, head: str | None, new: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from mint import api
+
 from pgdb import pg_database
 
 
@@ -46,7 +47,9 @@ def models(tmp_path_factory):
         "base": base_dir,
         "a1": tiny.build_adapter(base_dir, root / "a1", seed=1, model=model),
         "a2": tiny.build_adapter(base_dir, root / "a2", seed=2, model=model),
-        "a3": tiny.build_adapter(base_dir, root / "a3", seed=3, r=8, targets=("q_proj", "v_proj"), model=model),
+        "a3": tiny.build_adapter(
+            base_dir, root / "a3", seed=3, r=8, targets=("q_proj", "v_proj"), model=model
+        ),
     }
 
 

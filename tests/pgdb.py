@@ -9,7 +9,9 @@ from collections.abc import Iterator
 
 import sqlalchemy as sa
 
-PG_ADMIN_URL = os.environ.get("MINT_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+PG_ADMIN_URL = os.environ.get(
+    "MINT_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
 
 
 @contextlib.contextmanager

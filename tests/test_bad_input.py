@@ -19,7 +19,11 @@ def refused(based, repo, args, expect):
     before = snapshot(repo)
     one_line_error(based(*args), expect)
     assert snapshot(repo) == before
-    assert not any((repo.store.root / "tmp").glob("*")) if (repo.store.root / "tmp").exists() else True
+    assert (
+        not any((repo.store.root / "tmp").glob("*"))
+        if (repo.store.root / "tmp").exists()
+        else True
+    )
 
 
 def weights(folder):
@@ -104,18 +108,29 @@ def test_unregistered_base(based, repo, adapter):
     (adapter / "adapter_config.json").write_text(json.dumps(cfg))
     line = one_line_error(based("commit", "chat", adapter, "-m", "x"), "not a registered base")
     assert "mint base add" in line
-    refused(based, repo, ["commit", "chat", adapter, "-m", "x", "--base", "nope"], "not registered")
+    refused(
+        based, repo, ["commit", "chat", adapter, "-m", "x", "--base", "nope"], "not registered"
+    )
 
 
 def test_base_that_does_not_fit(based, repo, adapter, tmp_path):
     other = tmp_path / "wide"
     other.mkdir()
-    (other / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2}))
+    (other / "config.json").write_text(
+        json.dumps({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2})
+    )
     assert based("base", "add", "wide", other).code == 0
-    refused(based, repo, ["commit", "chat", adapter, "-m", "x", "--base", "wide"], "has 128 input features")
+    refused(
+        based,
+        repo,
+        ["commit", "chat", adapter, "-m", "x", "--base", "wide"],
+        "has 128 input features",
+    )
 
 
-@pytest.mark.parametrize("name", ["a/b", "..", "a..b", "has space", "tab\there", "nul\x01", "@x", "_lead", ""])
+@pytest.mark.parametrize(
+    "name", ["a/b", "..", "a..b", "has space", "tab\there", "nul\x01", "@x", "_lead", ""]
+)
 def test_hostile_line_names(based, repo, models, name):
     refused(based, repo, ["commit", name, models["a2"], "-m", "x"], "invalid line name")
 
@@ -148,7 +163,11 @@ def test_hostile_path_in_stored_commit_is_not_written(based, repo, tmp_path):
     from mint import schema
 
     with repo.db.write() as conn:
-        conn.execute(schema.files.update().where(schema.files.c.path == "README.md").values(path="../escaped.md"))
+        conn.execute(
+            schema.files.update()
+            .where(schema.files.c.path == "README.md")
+            .values(path="../escaped.md")
+        )
     dest = tmp_path / "co"
     one_line_error(based("checkout", "chat", dest), "unsafe file path")
     assert not (tmp_path / "escaped.md").exists() and not dest.exists()

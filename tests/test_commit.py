@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from conftest import one_line_error
 from mint import api
+
+from conftest import one_line_error
 
 
 def sha(path):
@@ -55,7 +56,9 @@ def test_lineage_log_and_revisions(based, repo, models):
         ids.append(r.json()["id"])
     log = based("log", "chat", "--json").json()
     assert [c["id"] for c in log] == ids[::-1]
-    assert log[0]["parents"] == [ids[1]] and log[1]["parents"] == [ids[0]] and log[2]["parents"] == []
+    assert (
+        log[0]["parents"] == [ids[1]] and log[1]["parents"] == [ids[0]] and log[2]["parents"] == []
+    )
     assert log[0]["meta"] == {"step": "2"} and log[2]["message"] == "v0"
     assert [c["id"] for c in based("log", "chat", "-n", "2", "--json").json()] == ids[:0:-1]
 
@@ -84,7 +87,11 @@ def test_ambiguous_prefix_is_one_line(based, repo, models):
     cid = based("commit", "chat", models["a1"], "-m", "x", "--json").json()["id"]
     twin = cid[:10] + ("0" if cid[10] != "0" else "1") + cid[11:]
     with repo.db.write() as conn:
-        row = conn.execute(sa.select(schema.commits).where(schema.commits.c.id == cid)).one()._asdict()
+        row = (
+            conn.execute(sa.select(schema.commits).where(schema.commits.c.id == cid))
+            .one()
+            ._asdict()
+        )
         conn.execute(schema.commits.insert().values(**{**row, "id": twin}))
     line = one_line_error(based("show", cid[:8]), "ambiguous", code=1)
     assert cid[:10] in line
@@ -104,10 +111,18 @@ def test_show_and_diff_json(based, repo, models):
     based("tag", "v2", b, "-m", "second")
     shown = based("show", "chat@v2", "--json").json()
     assert shown["id"] == b and shown["parents"] == [a] and shown["tags"] == ["chat@v2"]
-    assert shown["peft"] == {"peft_type": "LORA", "r": 8, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+    assert shown["peft"] == {
+        "peft_type": "LORA",
+        "r": 8,
+        "lora_alpha": 8,
+        "target_modules": ["q_proj", "v_proj"],
+    }
     assert shown["base"] == "tiny-llama"
     weights = models["a3"] / "adapter_model.safetensors"
-    assert shown["files"]["adapter_model.safetensors"] == {"sha256": sha(weights), "size": weights.stat().st_size}
+    assert shown["files"]["adapter_model.safetensors"] == {
+        "sha256": sha(weights),
+        "size": weights.stat().st_size,
+    }
     names = {t["name"] for t in shown["tensors"]}
     assert "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" in names
     assert all(t["dtype"] == "F32" and len(t["sha256"]) == 64 for t in shown["tensors"])

@@ -22,10 +22,15 @@ def run_at_once(argvs: list[list[str]]) -> list[subprocess.CompletedProcess]:
     start = time.time() + 4.0
     env = {**os.environ, "MINT_USER": "racer"}
     procs = [
-        subprocess.Popen([sys.executable, "-c", LAUNCH, str(start), *argv], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", LAUNCH, str(start), *argv],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for argv in argvs
-    ]  # fmt: skip
+    ]
     results = []
     for argv, p in zip(argvs, procs):
         out, err = p.communicate(timeout=120)
@@ -43,14 +48,19 @@ def test_eight_committers_on_one_line(repo, mint, models, tmp_path):
         (folder / "README.md").write_text(f"version {i}\n")
         folders.append(folder)
     results = run_at_once(
-        [["--repo", str(repo.root), "commit", "chat", str(f), "-m", f"w{i}", "--json"] for i, f in enumerate(folders)]
+        [
+            ["--repo", str(repo.root), "commit", "chat", str(f), "-m", f"w{i}", "--json"]
+            for i, f in enumerate(folders)
+        ]
     )
     won = [json.loads(r.stdout)["id"] for r in results if r.returncode == 0]
     lost = [r for r in results if r.returncode != 0]
     assert won, [r.stderr for r in results]
     for r in lost:
         lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and "moved while updating" in lines[0] and "Traceback" not in r.stderr, r.stderr
+        assert (
+            len(lines) == 1 and "moved while updating" in lines[0] and "Traceback" not in r.stderr
+        ), r.stderr
     history = [c.id for c in api.log(repo, "chat")]
     assert set(won) <= set(history)
     assert history[-1] == first and len(history) == len(won) + 1

@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import snapshot
 from mint import api
 from mint.errors import MintError, StoreError
+
+from conftest import snapshot
 
 EXAMPLES = int(os.environ.get("MINT_FUZZ_EXAMPLES", "60"))
 LINES = itertools.count()
@@ -33,9 +34,12 @@ fuzz = settings(
 
 names = st.text(alphabet="abcxyz0123456789._-@~/\\ \x00é", max_size=24)
 toml_scalars = st.one_of(
-    st.text(max_size=12), st.integers(), st.floats(allow_nan=True), st.booleans(),
+    st.text(max_size=12),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.booleans(),
     st.lists(st.text(max_size=8), max_size=4),
-)  # fmt: skip
+)
 
 
 def clean(call, *args):
@@ -80,23 +84,36 @@ def mol_tables():
             "name": st.one_of(names, st.just("macaron")),
             "base": st.one_of(names, st.just("tiny-llama")),
             "protocol": st.sampled_from(["mol/1", "mol/2", ""]),
-            "router": st.fixed_dictionaries({}, optional={
-                "adapter": names, "labels": st.lists(label, max_size=4),
-                "prompt": st.sampled_from(["route.md", "../x.md", "chat/r.md", "/etc/passwd", ""]),
-                "default": label,
-            }),
+            "router": st.fixed_dictionaries(
+                {},
+                optional={
+                    "adapter": names,
+                    "labels": st.lists(label, max_size=4),
+                    "prompt": st.sampled_from(
+                        ["route.md", "../x.md", "chat/r.md", "/etc/passwd", ""]
+                    ),
+                    "default": label,
+                },
+            ),
             "experts": st.dictionaries(label, st.one_of(names, toml_scalars), max_size=4),
-            "summary": st.fixed_dictionaries({}, optional={
-                "adapter": names, "prompt": st.sampled_from(["summary.md", "router/x", "a\\b"]),
-            }),
+            "summary": st.fixed_dictionaries(
+                {},
+                optional={
+                    "adapter": names,
+                    "prompt": st.sampled_from(["summary.md", "router/x", "a\\b"]),
+                },
+            ),
         },
-    )  # fmt: skip
+    )
 
 
 def to_toml(table: dict) -> str:
     top = [f"{k} = {json.dumps(v)}" for k, v in table.items() if not isinstance(v, dict)]
-    subs = [f"[{k}]\n" + "\n".join(f"{json.dumps(a)} = {json.dumps(b)}" for a, b in v.items())
-            for k, v in table.items() if isinstance(v, dict)]  # fmt: skip
+    subs = [
+        f"[{k}]\n" + "\n".join(f"{json.dumps(a)} = {json.dumps(b)}" for a, b in v.items())
+        for k, v in table.items()
+        if isinstance(v, dict)
+    ]
     return "\n".join(top) + "\n" + "\n".join(subs) + "\n"
 
 
@@ -130,7 +147,7 @@ def test_contract_toml(metric, top, timeout):
     try:
         text = to_toml({k: v for k, v in table.items() if k not in ("metric", "evaluator")})
         text += "[[metric]]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in metric.items())
-        text += f"\n[evaluator]\ncommand = [\"true\"]\ntimeout = {json.dumps(timeout)}\n"
+        text += f'\n[evaluator]\ncommand = ["true"]\ntimeout = {json.dumps(timeout)}\n'
         tomllib.loads(text)
     except (tomllib.TOMLDecodeError, ValueError):
         text = "name = ["  # not TOML: must still be one clean error
@@ -150,11 +167,14 @@ def header_bytes(header, data_len: int, declared: int | None) -> bytes:
     return struct.pack("<Q", n) + raw + b"\0" * data_len
 
 
-tensor_entries = st.fixed_dictionaries({}, optional={
-    "dtype": st.sampled_from(["F32", "BF16", "F16", "I8", "Q4", "", None]),
-    "shape": st.lists(st.integers(-2, 6), max_size=3),
-    "data_offsets": st.lists(st.integers(-4, 200), max_size=3),
-})  # fmt: skip
+tensor_entries = st.fixed_dictionaries(
+    {},
+    optional={
+        "dtype": st.sampled_from(["F32", "BF16", "F16", "I8", "Q4", "", None]),
+        "shape": st.lists(st.integers(-2, 6), max_size=3),
+        "data_offsets": st.lists(st.integers(-4, 200), max_size=3),
+    },
+)
 
 
 @fuzz
@@ -181,12 +201,19 @@ def test_safetensors_header(tmp_path, header, data_len, declared):
 @given(
     config=st.dictionaries(
         st.sampled_from(
-            ["peft_type", "r", "lora_alpha", "target_modules", "rank_pattern",
-             "base_model_name_or_path", "modules_to_save"]
+            [
+                "peft_type",
+                "r",
+                "lora_alpha",
+                "target_modules",
+                "rank_pattern",
+                "base_model_name_or_path",
+                "modules_to_save",
+            ]
         ),
         st.one_of(toml_scalars, st.dictionaries(st.text(max_size=6), st.integers(), max_size=2)),
     ),
-)  # fmt: skip
+)
 def test_adapter_config(tmp_path_factory, models, config):
     import shutil
 
@@ -229,16 +256,35 @@ json_values = st.recursive(
     ),
     max_leaves=20,
 )
-chat_bodies = st.fixed_dictionaries({}, optional={
-    "model": json_values, "max_tokens": json_values, "stream": json_values,
-    "messages": st.one_of(json_values, st.lists(st.fixed_dictionaries({}, optional={
-        "role": st.sampled_from(["user", "assistant", "system", "tool", ""]),
-        "content": json_values}), max_size=4)),
-})  # fmt: skip
+chat_bodies = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": json_values,
+        "max_tokens": json_values,
+        "stream": json_values,
+        "messages": st.one_of(
+            json_values,
+            st.lists(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "role": st.sampled_from(["user", "assistant", "system", "tool", ""]),
+                        "content": json_values,
+                    },
+                ),
+                max_size=4,
+            ),
+        ),
+    },
+)
 
 
 @fuzz
-@given(body=st.one_of(chat_bodies, json_values), raw=st.binary(max_size=64), depth=st.integers(0, 3000))
+@given(
+    body=st.one_of(chat_bodies, json_values),
+    raw=st.binary(max_size=64),
+    depth=st.integers(0, 3000),
+)
 def test_server_request_bodies(body, raw, depth):
     from mint.runtime.server import ApiError, parse_chat, parse_json
 

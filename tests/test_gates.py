@@ -5,10 +5,11 @@ import shutil
 import sys
 
 import pytest
+from test_concurrency import run_at_once
+
+from mint import api
 
 from conftest import one_line_error, snapshot
-from mint import api
-from test_concurrency import run_at_once
 
 STAGING = """
 name = "staging"
@@ -36,7 +37,10 @@ max_regression = 0.01
 def chat(mint, models, tmp_path):
     """Three commits on line `chat` and the two contracts; returns (mint, [ids], folder)."""
     assert mint("base", "add", "tiny-llama", models["base"]).code == 0
-    ids = [mint("commit", "chat", models[k], "-m", k, "--json").json()["id"] for k in ("a1", "a2", "a3")]
+    ids = [
+        mint("commit", "chat", models[k], "-m", k, "--json").json()["id"]
+        for k in ("a1", "a2", "a3")
+    ]
     for name, text in (("staging", STAGING), ("production", PRODUCTION)):
         (tmp_path / f"{name}.toml").write_text(text)
         assert mint("contract", "add", tmp_path / f"{name}.toml").code == 0
@@ -113,7 +117,9 @@ def test_regression_requires_and_approvals(chat, repo, monkeypatch):
 
 def test_two_approvals_need_two_people(chat, repo, monkeypatch, tmp_path):
     mint, ids, _ = chat
-    (tmp_path / "two.toml").write_text('name = "two"\nchannel = "gold"\napprovals = 2\n[[metric]]\nname = "q"\nmin = 0\n')
+    (tmp_path / "two.toml").write_text(
+        'name = "two"\nchannel = "gold"\napprovals = 2\n[[metric]]\nname = "q"\nmin = 0\n'
+    )
     mint("contract", "add", tmp_path / "two.toml")
     metric(mint, ids[0], "two", q=1)
     for user in ("bob", "bob"):
@@ -134,7 +140,11 @@ def test_new_contract_version_makes_old_evaluations_insufficient(chat, repo):
     added = mint("contract", "add", folder / "staging.toml", "--json").json()
     assert added["created"] and added["contract"]["version"] == 2
     report = api.gate(repo, ids[0], "staging")
-    assert not report.ok and report.checks[0].check == "evaluation under staging v2" and report.checks[0].found == "none"
+    assert (
+        not report.ok
+        and report.checks[0].check == "evaluation under staging v2"
+        and report.checks[0].found == "none"
+    )
     metric(mint, ids[0], "staging", route_accuracy=0.95)
     assert api.gate(repo, ids[0], "staging").ok
     listed = mint("contract", "ls", "--json").json()
@@ -206,7 +216,10 @@ def _evaluator_contract(mint, folder, code, timeout=30):
 
 def test_evaluator_runs_on_a_checkout(chat, repo):
     mint, ids, folder = chat
-    code = "import json, os, sys; print('noise'); print(json.dumps({'files': len(os.listdir(sys.argv[1]))}))"
+    code = (
+        "import json, os, sys; print('noise'); "
+        "print(json.dumps({'files': len(os.listdir(sys.argv[1]))}))"
+    )
     _evaluator_contract(mint, folder, code)
     r = mint("eval", "chat", "--contract", "ev", "--json")
     assert r.code == 0, r
@@ -238,7 +251,10 @@ def test_bad_evaluators_record_nothing(chat, repo, code, timeout, expect):
     "text, expect",
     [
         ("name = 'x'\nchannel = [", "not valid TOML"),
-        ("name = 'x'\nchannel = 'c'\n[[metric]]\nname = 'm'\nminimum = 1\n", "unknown metric key 'minimum'"),
+        (
+            "name = 'x'\nchannel = 'c'\n[[metric]]\nname = 'm'\nminimum = 1\n",
+            "unknown metric key 'minimum'",
+        ),
         ("name = 'x'\nchannel = 'c'\ncolour = 1\n", "unknown key 'colour'"),
         ("name = 'x'\nchannel = 'c'\n[[metric]]\nname = 'm'\n", "sets none of"),
         ("channel = 'c'\n", "'name' must be a string"),
@@ -256,10 +272,20 @@ def test_malformed_contracts(chat, repo, text, expect):
 def test_bad_metric_input_and_unknown_channel(chat, repo):
     mint, ids, _ = chat
     before = snapshot(repo)
-    one_line_error(mint("eval", ids[0], "--contract", "staging", "--metric", "bogus=1"), "unknown metric key 'bogus'")
-    one_line_error(mint("eval", ids[0], "--contract", "staging", "--metric", "route_accuracy=high"), "not a number")
-    one_line_error(mint("eval", ids[0], "--contract", "nosuch", "--metric", "a=1"), "unknown contract")
-    one_line_error(mint("eval", ids[0], "--contract", "staging", "--metric", "novalue"), "KEY=VALUE")
+    one_line_error(
+        mint("eval", ids[0], "--contract", "staging", "--metric", "bogus=1"),
+        "unknown metric key 'bogus'",
+    )
+    one_line_error(
+        mint("eval", ids[0], "--contract", "staging", "--metric", "route_accuracy=high"),
+        "not a number",
+    )
+    one_line_error(
+        mint("eval", ids[0], "--contract", "nosuch", "--metric", "a=1"), "unknown contract"
+    )
+    one_line_error(
+        mint("eval", ids[0], "--contract", "staging", "--metric", "novalue"), "KEY=VALUE"
+    )
     one_line_error(mint("rollback", "chat@nowhere"), "unknown channel")
     one_line_error(mint("history", "chat@nowhere"), "unknown channel")
     assert snapshot(repo) == before
@@ -275,11 +301,15 @@ def test_eight_promoters_on_one_channel(chat, repo, models, tmp_path):
         cid = mint("commit", "cand", folder, "-m", f"c{i}", "--json").json()["id"]
         metric(mint, cid, "staging", route_accuracy=0.95)
         ids.append(cid)
-    results = run_at_once([["--repo", str(repo.root), "promote", cid, "--to", "staging", "--json"] for cid in ids])
+    results = run_at_once(
+        [["--repo", str(repo.root), "promote", cid, "--to", "staging", "--json"] for cid in ids]
+    )
     won = [cid for cid, r in zip(ids, results) if r.returncode == 0]
     for r in results:
         if r.returncode != 0:
-            assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+            assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, (
+                r.stderr
+            )
     assert won, [r.stderr for r in results]
     hist = mint("history", "cand@staging", "--json").json()
     assert sorted(h["to"] for h in hist) == sorted(won)

@@ -11,10 +11,11 @@ import sys
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
+from test_bad_input import refused, weights
+
+from mint import api
 
 from conftest import one_line_error, snapshot
-from mint import api
-from test_bad_input import refused, weights
 
 
 @pytest.fixture
@@ -117,7 +118,9 @@ def parallel(repo, n: int, *args) -> list[subprocess.CompletedProcess]:
 
 def test_parallel_approve_contract_add_and_base_add(based, repo, models, tmp_path):
     contract = tmp_path / "c.toml"
-    contract.write_text('name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n')
+    contract.write_text(
+        'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n'
+    )
     results = parallel(repo, 8, "approve", "chat", "--channel", "production")
     results += parallel(repo, 6, "contract", "add", contract)
     results += parallel(repo, 4, "base", "add", "second", models["base"])
@@ -134,19 +137,22 @@ def test_parallel_approve_contract_add_and_base_add(based, repo, models, tmp_pat
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400"])
 def test_non_finite_metrics_are_refused(based, repo, tmp_path, value):
     contract = tmp_path / "c.toml"
-    contract.write_text('name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n')
+    contract.write_text(
+        'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n'
+    )
     assert based("contract", "add", contract).code == 0
-    refused(based, repo, ["eval", "chat", "--contract", "prod", "--metric", f"acc={value}"],
-            "finite")  # fmt: skip
+    refused(
+        based, repo, ["eval", "chat", "--contract", "prod", "--metric", f"acc={value}"], "finite"
+    )
     assert not api.gate(repo, "chat", "production").ok
 
 
-@pytest.mark.parametrize(
-    "bad", ["min = nan", "min = inf", "max = -inf", "max_regression = nan"]
-)
+@pytest.mark.parametrize("bad", ["min = nan", "min = inf", "max = -inf", "max_regression = nan"])
 def test_non_finite_contract_bounds_are_refused(based, repo, tmp_path, bad):
     contract = tmp_path / "c.toml"
-    contract.write_text(f'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\n{bad}\n')
+    contract.write_text(
+        f'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\n{bad}\n'
+    )
     refused(based, repo, ["contract", "add", contract], "finite number")
 
 
@@ -194,7 +200,10 @@ def test_non_finite_weights_are_refused(based, repo, adapter, poison):
 
 
 def test_show_escapes_terminal_sequences(based, repo, models):
-    assert based("commit", "chat", models["a2"], "-m", "m\x1b[2J", "--meta", "k=\x1b]0;pwn\x07").code == 0
+    assert (
+        based("commit", "chat", models["a2"], "-m", "m\x1b[2J", "--meta", "k=\x1b]0;pwn\x07").code
+        == 0
+    )
     out = based("show", "chat").out
     assert "\x1b" not in out and "\x07" not in out and "\\x1b" in out
     assert based("show", "chat", "--json").json()["meta"]["k"] == "\x1b]0;pwn\x07"

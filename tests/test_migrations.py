@@ -5,9 +5,10 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from conftest import one_line_error
 from mint.db import Database, alembic_config, head_revision
 from mint.schema import metadata
+
+from conftest import one_line_error
 
 
 def _url(db_url, tmp_path):
@@ -19,7 +20,9 @@ def test_upgrade_head_matches_models(db_url, tmp_path):
     command.upgrade(alembic_config(url), "head")
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+        diff = compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True}), metadata
+        )
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
     engine.dispose()
     assert diff == []

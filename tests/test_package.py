@@ -24,8 +24,9 @@ def wheel_venv(tmp_path_factory) -> Path:
     pip = [sys.executable, "-m", "pip"]
     subprocess.run(
         [*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", ROOT],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+    )
     wheel = next((tmp / "dist").glob("mint-*.whl"))
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
@@ -35,24 +36,34 @@ def wheel_venv(tmp_path_factory) -> Path:
     (purelib / "borrowed.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     subprocess.run(
         [*pip, "install", "-q", "--no-deps", "--no-compile", "--target", purelib, wheel],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+    )
     return env_dir
 
 
 def run(env_dir: Path, *args, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [env_dir / "bin" / "python", "-m", "mint", *map(str, args)],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_wheel_holds_every_package_and_runs(wheel_venv, tmp_path):
     where = subprocess.run(
-        [wheel_venv / "bin" / "python", "-c", "import mint.cli, mint.store, mint.runtime, "
-         "mint.examples, mint.migrations, mint.commits; print(mint.__file__)"],
-        cwd=tmp_path, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            wheel_venv / "bin" / "python",
+            "-c",
+            "import mint.cli, mint.store, mint.runtime, "
+            "mint.examples, mint.migrations, mint.commits; print(mint.__file__)",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert where.returncode == 0, where.stderr
     assert str(wheel_venv) in where.stdout and str(ROOT) not in where.stdout
     version = run(wheel_venv, "--version", cwd=tmp_path)

@@ -6,8 +6,9 @@ import tomllib
 
 import pytest
 
-from conftest import one_line_error, snapshot
 from mint import api
+
+from conftest import one_line_error, snapshot
 
 MOL = """
 name = "macaron"
@@ -51,8 +52,12 @@ def test_set_pins_exact_commits(setdir, repo, models):
     shown = mint("show", "macaron", "--json").json()
     assert shown["kind"] == "set" and shown["id"] == sid
     members = {(m["role"], m["label"]): m["commit_id"] for m in shown["members"]}
-    assert members == {("router", "router"): ids["router"], ("expert", "chat"): ids["chat"],
-                       ("expert", "coding"): ids["coding"], ("summary", "summary"): ids["chat"]}  # fmt: skip
+    assert members == {
+        ("router", "router"): ids["router"],
+        ("expert", "chat"): ids["chat"],
+        ("expert", "coding"): ids["coding"],
+        ("summary", "summary"): ids["chat"],
+    }
     # Moving the member's channel later does not change the committed set.
     newer = mint("commit", "chat", models["a1"], "-m", "newer", "--json").json()["id"]
     mint("promote", newer, "--to", "production")
@@ -68,7 +73,10 @@ def test_set_pins_exact_commits(setdir, repo, models):
     assert second["created"] and second["parents"] == [sid]
     d = mint("diff", sid, second["id"], "--json").json()
     # chat@production and the summary's `chat` (the line's head) both moved to `newer`
-    assert d["members"] == {"expert:chat": [ids["chat"], newer], "summary:summary": [ids["chat"], newer]}
+    assert d["members"] == {
+        "expert:chat": [ids["chat"], newer],
+        "summary:summary": [ids["chat"], newer],
+    }
     again = mint("set", "commit", folder / "mol.toml", "-m", "third")
     assert "nothing to commit" in again.out
     assert [c["id"] for c in mint("log", "macaron", "--json").json()] == [second["id"], sid]
@@ -82,11 +90,17 @@ def test_set_checkout(setdir, repo, models, tmp_path):
     assert mint("checkout", "macaron", out).code == 0
     mol = tomllib.loads((out / "mol.toml").read_text())
     assert mol["router"]["adapter"] == ids["router"] and mol["experts"]["coding"] == ids["coding"]
-    assert mol["summary"]["adapter"] == ids["chat"] and mol["router"]["labels"] == ["chat", "coding"]
+    assert mol["summary"]["adapter"] == ids["chat"] and mol["router"]["labels"] == [
+        "chat",
+        "coding",
+    ]
     assert (out / "route.md").read_text() == (folder / "route.md").read_text()
     for label, key in (("router", "a1"), ("chat", "a2"), ("coding", "a3"), ("summary", "a2")):
         for f in models[key].iterdir():
-            assert hashlib.sha256((out / label / f.name).read_bytes()).hexdigest() == hashlib.sha256(f.read_bytes()).hexdigest()
+            assert (
+                hashlib.sha256((out / label / f.name).read_bytes()).hexdigest()
+                == hashlib.sha256(f.read_bytes()).hexdigest()
+            )
     # The checked-out mol.toml commits back to the same set.
     assert "nothing to commit" in mint("set", "commit", out / "mol.toml").out
     assert api.resolve(repo, "macaron") == sid
@@ -127,5 +141,10 @@ def test_set_refusals(setdir, repo, models, tmp_path):
     refuse(MOL.replace('default = "chat"', 'default = "ui"'), "not one of the labels")
     refuse(MOL.replace('"router@v1"', '"router@v9"'), "no tag or channel")
     refuse(MOL.replace("[summary]", "[nothing]"), "needs [router], [experts] and [summary]")
-    refuse(MOL.replace('adapter = "chat"', 'adapter = "macaron"').replace('name = "macaron"', 'name = "chat"'), "unknown")
+    refuse(
+        MOL.replace('adapter = "chat"', 'adapter = "macaron"').replace(
+            'name = "macaron"', 'name = "chat"'
+        ),
+        "unknown",
+    )
     refuse("name = [", "not valid TOML")

@@ -192,9 +192,17 @@ class ObjectStoreTests:
     def test_rejects_non_ids(self, store, tmp_path):
         src = tmp_path / "a"
         src.write_bytes(b"a")
-        calls = (store.has, store.open, store.local_path, store.verify, store.delete,
-                 store.size, store.mtime, store.touch,
-                 lambda bad: store.put(src, blob_id=bad))  # fmt: skip
+        calls = (
+            store.has,
+            store.open,
+            store.local_path,
+            store.verify,
+            store.delete,
+            store.size,
+            store.mtime,
+            store.touch,
+            lambda bad: store.put(src, blob_id=bad),
+        )
         for bad in ("../../etc/passwd", "abc", "G" * 64, "A" * 64):
             for call in calls:
                 with pytest.raises(ValueError):

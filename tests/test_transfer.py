@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import snapshot
 from mint import api, transfer
 from mint.errors import InvalidObject, MissingObjects, NotFastForward, RefConflict
+
+from conftest import snapshot
 
 
 @pytest.fixture
@@ -14,7 +15,9 @@ def two(repo, mint, models, tmp_path):
     """A source repository with a line of two commits and an evaluation, and an empty one."""
     assert mint("base", "add", "tiny-llama", models["base"]).code == 0
     contract = tmp_path / "c.toml"
-    contract.write_text('name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n')
+    contract.write_text(
+        'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n'
+    )
     mint("contract", "add", contract)
     mint("commit", "chat", models["a1"], "-m", "one")
     mint("commit", "chat", models["a2"], "-m", "two")
@@ -56,7 +59,9 @@ def test_round_trip_keeps_ids_bytes_and_evaluations(two, tmp_path):
 def test_a_commit_whose_id_does_not_match_is_refused(two):
     src, dst = two
     with src.db.read() as conn:
-        payload = transfer.export_objects(conn, transfer.reachable(conn, [api.resolve(src, "chat")], []))
+        payload = transfer.export_objects(
+            conn, transfer.reachable(conn, [api.resolve(src, "chat")], [])
+        )
     payload["commits"][0]["message"] = "rewritten"
     before = snapshot(dst)
     with pytest.raises(InvalidObject):

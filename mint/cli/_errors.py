@@ -18,62 +18,68 @@ EXIT_ERROR, EXIT_USAGE, EXIT_GATE, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 Hint = str | Callable[[Exception], str | None] | None
 
+
 @functools.cache
 def cli_error_mappings() -> dict[type[Exception], tuple[Hint, int]]:
     """Error class -> (hint, exit code). Built on first use: `mint --help` needs none."""
     from mint import errors as e
+
+    codes = {e.GateRefused: EXIT_GATE, e.ForceNeedsReason: EXIT_USAGE}
+    hints = {**_store_hints(e), **_input_hints(e), **_hub_hints(e), **_runtime_hints()}
+    hints |= {e.GateRefused: None, e.MintError: None}
+    return {klass: (hint, codes.get(klass, EXIT_ERROR)) for klass, hint in hints.items()}
+
+
+def _store_hints(e) -> dict:
+    return {
+        e.StoreError: "run `mint fsck`",
+        e.BlobChanged: "wait until whatever writes the folder is done, then commit again",
+        e.RepoNotFound: "run `mint init` first, or pass --repo DIR",
+        e.SchemaOutdated: "run `mint db upgrade`",
+        e.DatabaseUnavailable: lambda x: (
+            "create it first (for PostgreSQL: createdb NAME)" if x.missing_database else None
+        ),
+        e.RefConflict: "another writer got there first; run the command again",
+    }
+
+
+def _input_hints(e) -> dict:
+    return {
+        e.AmbiguousRevision: "give more hex digits",
+        e.RevisionNotFound: lambda x: (
+            "a commit prefix needs 7 or more hex digits" if _short_hex(x.rev) else None
+        ),
+        e.TagExists: "pass --force to move it",
+        e.NotAnAdapter: "is this the folder PEFT's save_pretrained wrote?",
+        e.PickleRefused: "convert it where you trust it: load it and call "
+        "`model.save_pretrained(dir, safe_serialization=True)` to write safetensors",
+        e.UnknownBase: "register it with `mint base add NAME PATH`, or pass --base NAME",
+        e.BaseFolderUnknown: "pass --base-dir DIR",
+        e.BaseFolderMismatch: "pass the base the set was committed against (--base-dir DIR)",
+        e.ForceNeedsReason: "pass --reason TEXT with --force",
+    }
+
+
+def _hub_hints(e) -> dict:
+    return {
+        e.NotAHubAdapter: "mint pulls PEFT adapter repos and adapter sets (mol.toml)",
+        e.PullLineConflict: "pull onto another line with --as LINE",
+        e.InvalidHubUri: "write hf://ORG/REPO or hf://ORG/REPO@REVISION",
+        e.HubUnreachable: "check HF_ENDPOINT and the network; with HF_HUB_OFFLINE=1 mint "
+        "pulls revisions already in the HF cache",
+        e.NeedsNetwork: "unset HF_HUB_OFFLINE to download it",
+        e.HubRepoNotFound: "check the name; a private repo needs HF_TOKEN",
+        e.HubRevisionNotFound: lambda x: _known_refs(x.known),
+        e.HubGated: "accept the repo's conditions on the hub, then set HF_TOKEN to a token "
+        "of that account",
+    }
+
+
+def _runtime_hints() -> dict:
     from mint.runtime import errors as rt
 
     return {
-        e.StoreError: ("run `mint fsck`", EXIT_ERROR),
-        e.BlobChanged: ("wait until whatever writes the folder is done, then commit again", EXIT_ERROR),
-        e.RepoNotFound: ("run `mint init` first, or pass --repo DIR", EXIT_ERROR),
-        e.SchemaOutdated: ("run `mint db upgrade`", EXIT_ERROR),
-        e.DatabaseUnavailable: (
-            lambda x: "create it first (for PostgreSQL: createdb NAME)" if x.missing_database else None,
-            EXIT_ERROR,
-        ),
-        e.AmbiguousRevision: ("give more hex digits", EXIT_ERROR),
-        e.RevisionNotFound: (
-            lambda x: "a commit prefix needs 7 or more hex digits" if _short_hex(x.rev) else None,
-            EXIT_ERROR,
-        ),
-        e.RefConflict: ("another writer got there first; run the command again", EXIT_ERROR),
-        e.TagExists: ("pass --force to move it", EXIT_ERROR),
-        e.NotAnAdapter: ("is this the folder PEFT's save_pretrained wrote?", EXIT_ERROR),
-        e.PickleRefused: (
-            "convert it where you trust it: load it and call "
-            "`model.save_pretrained(dir, safe_serialization=True)` to write safetensors",
-            EXIT_ERROR,
-        ),
-        e.UnknownBase: ("register it with `mint base add NAME PATH`, or pass --base NAME", EXIT_ERROR),
-        e.BaseFolderUnknown: ("pass --base-dir DIR", EXIT_ERROR),
-        e.BaseFolderMismatch: (
-            "pass the base the set was committed against (--base-dir DIR)",
-            EXIT_ERROR,
-        ),
-        e.NotAHubAdapter: ("mint pulls PEFT adapter repos and adapter sets (mol.toml)", EXIT_ERROR),
-        e.PullLineConflict: ("pull onto another line with --as LINE", EXIT_ERROR),
-        e.InvalidHubUri: ("write hf://ORG/REPO or hf://ORG/REPO@REVISION", EXIT_ERROR),
-        e.HubUnreachable: (
-            "check HF_ENDPOINT and the network; with HF_HUB_OFFLINE=1 mint pulls revisions "
-            "already in the HF cache",
-            EXIT_ERROR,
-        ),
-        e.NeedsNetwork: ("unset HF_HUB_OFFLINE to download it", EXIT_ERROR),
-        e.HubRepoNotFound: ("check the name; a private repo needs HF_TOKEN", EXIT_ERROR),
-        e.HubRevisionNotFound: (lambda x: _known_refs(x.known), EXIT_ERROR),
-        e.HubGated: (
-            "accept the repo's conditions on the hub, then set HF_TOKEN to a token of that account",
-            EXIT_ERROR,
-        ),
-        e.GateRefused: (None, EXIT_GATE),
-        e.ForceNeedsReason: ("pass --reason TEXT with --force", EXIT_USAGE),
-        rt.AmbiguousLabels: (
-            "rename one label so that the base's tokenizer can tell them apart",
-            EXIT_ERROR,
-        ),
-        e.MintError: (None, EXIT_ERROR),
+        rt.AmbiguousLabels: "rename one label so that the base's tokenizer can tell them apart"
     }
 
 

@@ -55,9 +55,14 @@ def promote(repo, rev, channel, contract_name, force, reason, as_json) -> None:
 
     try:
         move = api.promote(
-            repo, rev, channel, by=current_user(), contract=contract_name, force=force,
+            repo,
+            rev,
+            channel,
+            by=current_user(),
+            contract=contract_name,
+            force=force,
             reason=reason,
-        )  # fmt: skip
+        )
     except GateRefused as exc:
         _report(exc.report, as_json)
         raise
@@ -81,9 +86,11 @@ def approve(repo, rev, channel, as_json) -> None:
 @click.command()
 @click.argument("ref", metavar="LINE@CHANNEL")
 @click.option(
-    "--to", "to", metavar="REV",
+    "--to",
+    "to",
+    metavar="REV",
     help="Roll back to this commit (the gate applies if it never held the channel).",
-)  # fmt: skip
+)
 @click.option("--reason", help="Why (recorded in history).")
 @json_option
 @with_repo
@@ -109,10 +116,18 @@ def history(repo, ref, as_json) -> None:
     if as_json:
         return emit_json(moves)
     rows = [
-        [m.at[:19], m.action, short(m.from_), short(m.to), m.by, short(m.contract),
-         ",".join(map(str, m.evaluations)) or "-", m.reason or ""]
+        [
+            m.at[:19],
+            m.action,
+            short(m.from_),
+            short(m.to),
+            m.by,
+            short(m.contract),
+            ",".join(map(str, m.evaluations)) or "-",
+            m.reason or "",
+        ]
         for m in moves
-    ]  # fmt: skip
+    ]
     echo(table(rows, ["AT", "ACTION", "FROM", "TO", "BY", "CONTRACT", "EVALS", "REASON"]))
 
 
@@ -125,10 +140,14 @@ def status(repo, as_json) -> None:
     if as_json:
         return emit_json(items)
     rows = [
-        [s.name, s.kind, short(s.head),
-         " ".join(f"{k}={short(v)}" for k, v in s.channels.items()) or "-"]
+        [
+            s.name,
+            s.kind,
+            short(s.head),
+            " ".join(f"{k}={short(v)}" for k, v in s.channels.items()) or "-",
+        ]
         for s in items
-    ]  # fmt: skip
+    ]
     echo(table(rows, ["LINE", "KIND", "HEAD", "CHANNELS"]))
 
 

@@ -15,17 +15,24 @@ from mint.cli._output import echo, emit_json, safe, short, table
 @click.option("-m", "--message", required=True, help="What this version is.")
 @click.option("--meta", multiple=True, metavar="KEY=VALUE", help="Training metadata (repeatable).")
 @click.option(
-    "--base", "base_name", metavar="NAME",
+    "--base",
+    "base_name",
+    metavar="NAME",
     help="The registered base (default: from adapter_config.json).",
-)  # fmt: skip
+)
 @json_option
 @with_repo
 def commit(repo, line, directory, message, meta, base_name, as_json) -> None:
     """Record the PEFT adapter folder DIRECTORY as a new commit on LINE."""
     r = api.commit(
-        repo, line, directory, message, author=current_user(),
-        meta=parse_pairs(meta, "--meta"), base=base_name,
-    )  # fmt: skip
+        repo,
+        line,
+        directory,
+        message,
+        author=current_user(),
+        meta=parse_pairs(meta, "--meta"),
+        base=base_name,
+    )
     if as_json:
         return emit_json(r)
     if not r.created:
@@ -58,14 +65,21 @@ def show(repo, rev, as_json) -> None:
         return emit_json(d)
     echo(f"commit {d.id}  ({d.kind} on {d.line})")
     fields = [
-        ("parents", " ".join(short(p) for p in d.parents) or "-"), ("author", d.author),
-        ("date", d.created_at), ("base", f"{d.base} ({short(d.base_fingerprint)})"),
+        ("parents", " ".join(short(p) for p in d.parents) or "-"),
+        ("author", d.author),
+        ("date", d.created_at),
+        ("base", f"{d.base} ({short(d.base_fingerprint)})"),
         ("tags", ", ".join(d.tags) or "-"),
-    ]  # fmt: skip
+    ]
     if d.peft:
         p = d.peft
-        fields.append(("peft", f"{p['peft_type']} r={p['r']} alpha={p['lora_alpha']} "
-                               f"targets={p['target_modules']}"))  # fmt: skip
+        fields.append(
+            (
+                "peft",
+                f"{p['peft_type']} r={p['r']} alpha={p['lora_alpha']} "
+                f"targets={p['target_modules']}",
+            )
+        )
     fields += list(d.meta.items()) + [(f"provenance.{k}", v) for k, v in d.provenance.items()]
     for label, value in fields:
         echo(f"{safe(label) + ':':<10}{safe(value)}")

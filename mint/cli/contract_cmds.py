@@ -69,9 +69,12 @@ def checks_table(rows) -> str:
 @click.argument("rev")
 @click.option("--contract", "contract_name", required=True, help="The contract to evaluate under.")
 @click.option(
-    "--metric", "metrics", multiple=True, metavar="KEY=VALUE",
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="KEY=VALUE",
     help="Record a value computed elsewhere.",
-)  # fmt: skip
+)
 @json_option
 @with_repo
 def eval_cmd(repo, rev, contract_name, metrics, as_json) -> None:
@@ -89,7 +92,10 @@ def eval_cmd(repo, rev, contract_name, metrics, as_json) -> None:
     ev = api.evaluation_checks(repo, ev)
     if as_json:
         return emit_json(ev)
-    echo(f"evaluation {ev.id} of {short(ev.commit_id)} under {ev.contract} v{ev.version} ({ev.source})")
+    echo(
+        f"evaluation {ev.id} of {short(ev.commit_id)} under {ev.contract} v{ev.version} "
+        f"({ev.source})"
+    )
     echo(checks_table(ev.checks))
 
 

@@ -15,14 +15,17 @@ from mint.cli._output import echo, emit_json, safe, short
 @click.argument("uri", metavar="hf://ORG/REPO[@REV]")
 @click.option("--as", "line", metavar="LINE", help="The line to commit on (default: REPO's name).")
 @click.option(
-    "--base", "base_name", metavar="NAME",
+    "--base",
+    "base_name",
+    metavar="NAME",
     help="The registered base (default: from adapter_config.json).",
-)  # fmt: skip
+)
 @click.option("--tag", metavar="TAG", help="Also tag the commit LINE@TAG.")
 @click.option(
-    "--all-tags", is_flag=True,
+    "--all-tags",
+    is_flag=True,
     help="Pull every hub tag, oldest first, each tagged with its hub name.",
-)  # fmt: skip
+)
 @json_option
 @with_repo
 def pull(repo, uri, line, base_name, tag, all_tags, as_json) -> None:
@@ -33,9 +36,15 @@ def pull(repo, uri, line, base_name, tag, all_tags, as_json) -> None:
         raise click.UsageError("--all-tags tags each commit with its hub tag; drop --tag")
     settings = api.HubSettings.from_env(progress=sys.stderr.isatty() and not as_json)
     r = api.pull(
-        repo, uri, line=line, base=base_name, tag=tag, all_tags=all_tags, settings=settings,
+        repo,
+        uri,
+        line=line,
+        base=base_name,
+        tag=tag,
+        all_tags=all_tags,
+        settings=settings,
         by=current_user(),
-    )  # fmt: skip
+    )
     if as_json:
         return emit_json(r)
     if not r.pulled:

@@ -16,9 +16,11 @@ DEFAULT_GRACE_SECONDS = 3600  # mint.maintenance.DEFAULT_GRACE_SECONDS, without 
 @click.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option(
-    "--db", "db_url", metavar="URL",
+    "--db",
+    "db_url",
+    metavar="URL",
     help="Metadata database URL (default: SQLite in .mint/, or MINT_DB_URL).",
-)  # fmt: skip
+)
 @json_option
 def init(directory: str, db_url: str | None, as_json: bool) -> None:
     """Create a repository in DIRECTORY/.mint/."""
@@ -81,9 +83,12 @@ def fsck(repo, as_json) -> None:
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Show the plan; delete nothing.")
 @click.option(
-    "--grace", type=click.FloatRange(min=0), default=DEFAULT_GRACE_SECONDS, show_default=True,
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_GRACE_SECONDS,
+    show_default=True,
     help="Keep unreferenced blobs younger than this many seconds.",
-)  # fmt: skip
+)
 @json_option
 @with_repo
 def gc(repo, dry_run, grace, as_json) -> None:
@@ -92,7 +97,10 @@ def gc(repo, dry_run, grace, as_json) -> None:
     if as_json:
         return emit_json(plan)
     verb = "removed" if plan.executed else "would remove"
-    echo(f"{verb} {len(plan.blobs)} blobs ({plan.bytes:,} bytes) and {len(plan.temps)} stale temp files")
+    echo(
+        f"{verb} {len(plan.blobs)} blobs ({plan.bytes:,} bytes) and {len(plan.temps)} stale temp "
+        "files"
+    )
 
 
 @click.group()

@@ -15,9 +15,14 @@ from mint.cli._output import echo, emit_json, short, table
 @click.option("-m", "--message", help="A note kept with the tag.")
 @click.option("--force", is_flag=True, help="Move an existing tag (logged).")
 @click.option(
-    "--list", "list_line", is_flag=False, flag_value="", default=None, metavar="[LINE]",
+    "--list",
+    "list_line",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[LINE]",
     help="List tags.",
-)  # fmt: skip
+)
 @click.option("-d", "--delete", "delete_ref", metavar="LINE@TAG", help="Delete a tag.")
 @json_option
 @with_repo

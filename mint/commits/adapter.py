@@ -100,7 +100,9 @@ def _walk(root: Path) -> list[ScannedFile]:
         for name in dirnames:
             if (here / name).is_symlink():  # os.walk lists a linked folder but never enters it
                 rel = _rel(root, here / name)
-                raise InvalidAdapter(root, f"{rel} is a symbolic link; mint stores regular files only")
+                raise InvalidAdapter(
+                    root, f"{rel} is a symbolic link; mint stores regular files only"
+                )
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             if not name.startswith("."):
@@ -139,7 +141,8 @@ def _read_config(path: Path) -> dict:
     peft_type = config.get("peft_type")
     if peft_type not in SUPPORTED_PEFT_TYPES:
         raise InvalidAdapter(
-            path.parent, f"unsupported peft_type {peft_type!r} (mint stores {', '.join(SUPPORTED_PEFT_TYPES)})"
+            path.parent,
+            f"unsupported peft_type {peft_type!r} (mint stores {', '.join(SUPPORTED_PEFT_TYPES)})",
         )
     r = config.get("r")
     if not isinstance(r, int) or r <= 0:
@@ -172,7 +175,9 @@ def check_tensors(root: Path, config: dict, header: SafetensorsHeader) -> dict:
             continue
         module = _strip_prefix(t.name)
         if not any(module == s or f".{s}." in f".{module}." for s in to_save):
-            raise InvalidAdapter(root, f"tensor {t.name} is not a LoRA tensor of any target module")
+            raise InvalidAdapter(
+                root, f"tensor {t.name} is not a LoRA tensor of any target module"
+            )
     modules = sorted(lora)
     named = targeted(root, modules, config.get("target_modules"))
     rank = ranks(root, modules, config)
@@ -180,9 +185,10 @@ def check_tensors(root: Path, config: dict, header: SafetensorsHeader) -> dict:
         if module not in named:
             targets = config.get("target_modules")
             raise InvalidAdapter(
-                root, f"tensor {lora[module][0][0].name} is on {module}, which target_modules "
-                f"{targets!r} does not name"
-            )  # fmt: skip
+                root,
+                f"tensor {lora[module][0][0].name} is on {module}, which target_modules "
+                f"{targets!r} does not name",
+            )
         for t, part in lora[module]:
             _check_rank(root, t.name, part, t.shape, rank[module])
         seen = {part for _, part in lora[module]}
@@ -214,12 +220,19 @@ def projection_shapes(base_config: dict) -> dict[str, tuple[int | None, int | No
     q = heads * hd if heads and hd else None
     kvd = kv * hd if kv and hd else None
     return {
-        "q_proj": (h, q), "k_proj": (h, kvd), "v_proj": (h, kvd), "o_proj": (q, h),
-        "gate_proj": (h, inter), "up_proj": (h, inter), "down_proj": (inter, h),
-    }  # fmt: skip
+        "q_proj": (h, q),
+        "k_proj": (h, kvd),
+        "v_proj": (h, kvd),
+        "o_proj": (q, h),
+        "gate_proj": (h, inter),
+        "up_proj": (h, inter),
+        "down_proj": (inter, h),
+    }
 
 
-def check_against_base(root: Path, header: SafetensorsHeader, base_config: dict, base: str) -> None:
+def check_against_base(
+    root: Path, header: SafetensorsHeader, base_config: dict, base: str
+) -> None:
     """Catch an adapter trained for another network: layer indices and every LoRA matrix's
     outer dimension must fit the base (lora_A is r x in, lora_B is out x r)."""
     layers = base_config.get("num_hidden_layers")
@@ -232,8 +245,10 @@ def check_against_base(root: Path, header: SafetensorsHeader, base_config: dict,
         idx = re.search(r"\.layers\.(\d+)\.", module)
         if layers is not None and idx and int(idx.group(1)) >= layers:
             raise InvalidAdapter(
-                root, f"tensor {t.name} is for layer {idx.group(1)}, but base {base} has {layers} layers"
-            )  # fmt: skip
+                root,
+                f"tensor {t.name} is for layer {idx.group(1)}, but base {base} has {layers} "
+                "layers",
+            )
         features = shapes.get(module.rsplit(".", 1)[-1])
         if features is None or m.group("part") not in ("lora_A", "lora_B"):
             continue
@@ -242,9 +257,10 @@ def check_against_base(root: Path, header: SafetensorsHeader, base_config: dict,
         if need is not None and found != need:
             what = "input" if side == 0 else "output"
             raise InvalidAdapter(
-                root, f"tensor {t.name} has shape {list(t.shape)}, but base {base}'s "
-                f"{module.rsplit('.', 1)[-1]} has {need} {what} features"
-            )  # fmt: skip
+                root,
+                f"tensor {t.name} has shape {list(t.shape)}, but base {base}'s "
+                f"{module.rsplit('.', 1)[-1]} has {need} {what} features",
+            )
 
 
 def hash_adapter(scanned: ScannedAdapter) -> HashedAdapter:

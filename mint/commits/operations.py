@@ -11,7 +11,13 @@ import sqlalchemy as sa
 from mint import schema as s
 from mint.bases import find_base
 from mint.commits import rows
-from mint.commits.adapter import CONFIG, check_against_base, hash_adapter, scan_adapter
+from mint.commits.adapter import (
+    CONFIG,
+    WEIGHTS,
+    check_against_base,
+    hash_adapter,
+    scan_adapter,
+)
 from mint.commits.files import write_files
 from mint.commits.safetensors import read_tensor_float
 from mint.errors import BlobMissing, DestinationNotEmpty, InvalidAdapter, WrongKind
@@ -52,31 +58,32 @@ def commit(
     Everything is checked before anything is written; blobs are durable before the
     transaction that refers to them; the head moves by compare-and-swap.
     """
-    check_name("line", line)
-    check_text("message", message)
-    for key, value in (meta or {}).items():
-        check_text("metadata", f"{key}={value}")
+    check_inputs(line, message, meta)
     scanned = scan_adapter(adapter_dir)
     with repo.db.read() as conn:
         base_row = find_base(conn, scanned.base_name, base)
         check_against_base(scanned.root, scanned.header, base_row.config, base_row.name)
         head, head_tree = line_head(conn, line, Kind.ADAPTER)
     hashed = hash_adapter(scanned)
-    now = utcnow()
-    tensors = [
-        TensorEntry(t.name, t.dtype, list(t.shape), hashed.tensor_hashes[t.name], t.nbytes,
-                    "adapter_model.safetensors", t.start)
-        for t in scanned.header.tensors
-    ]  # fmt: skip
     new = rows.NewCommit(
-        kind=Kind.ADAPTER, line=line, parents=[head] if head else [],
+        kind=Kind.ADAPTER,
+        line=line,
+        parents=[head] if head else [],
         files={f.path: FileEntry(hashed.blobs[f.path], f.size) for f in scanned.files},
-        base=base_row.name, base_fingerprint=base_row.fingerprint, message=message,
-        author=author, created_at=now.isoformat(), meta=dict(meta or {}),
-        provenance=dict(provenance or {}), peft=scanned.peft, config=scanned.config, tensors=tensors,
-    )  # fmt: skip
+        base=base_row.name,
+        base_fingerprint=base_row.fingerprint,
+        message=message,
+        author=author,
+        created_at=utcnow().isoformat(),
+        meta=dict(meta or {}),
+        provenance=dict(provenance or {}),
+        peft=scanned.peft,
+        config=scanned.config,
+        tensors=_tensor_entries(scanned, hashed),
+    )
     if head_tree == new.tree:
         return CommitResult(CommitId(head), line, [], created=False)
+
     def store_blobs() -> int:
         # Every blob goes through put: a new one is copied (and re-hashed on the way), one
         # already stored is made young again for gc's grace period, a corrupt one replaced.
@@ -84,6 +91,29 @@ def commit(
         return sum(p.size for p in puts if p.written)
 
     return record(repo, new, head, store_blobs)
+
+
+def check_inputs(line: str, message: str, meta: dict | None = None) -> None:
+    """The line's name, and the free text a commit stores."""
+    check_name("line", line)
+    check_text("message", message)
+    for key, value in (meta or {}).items():
+        check_text("metadata", f"{key}={value}")
+
+
+def _tensor_entries(scanned, hashed) -> list[TensorEntry]:
+    return [
+        TensorEntry(
+            t.name,
+            t.dtype,
+            list(t.shape),
+            hashed.tensor_hashes[t.name],
+            t.nbytes,
+            WEIGHTS,
+            t.start,
+        )
+        for t in scanned.header.tensors
+    ]
 
 
 def line_head(conn, line: str, kind: Kind) -> tuple[str | None, str | None]:

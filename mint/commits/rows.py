@@ -65,41 +65,43 @@ class NewCommit:
 
 
 def insert_commit(conn: Connection, c: NewCommit, created_at) -> CommitId:
+    """The commit's row and its parents, files, tensors and members (no ref moves)."""
     cid = c.id
+    row = {f: getattr(c, f) for f in _COMMIT_COLUMNS}
     conn.execute(
         s.commits.insert().values(
-            id=cid, kind=c.kind, line=c.line, tree=c.tree, base=c.base,
-            base_fingerprint=c.base_fingerprint, message=c.message, author=c.author,
-            created_at=created_at, meta=c.meta, provenance=c.provenance, peft=c.peft,
-            config=c.config, source_sha=c.provenance.get("sha"),
+            id=cid, tree=c.tree, created_at=created_at, source_sha=c.provenance.get("sha"), **row
         )
-    )  # fmt: skip
-    if c.parents:
-        conn.execute(
-            s.commit_parents.insert(),
-            [{"commit_id": cid, "idx": i, "parent_id": p} for i, p in enumerate(c.parents)],
-        )
-    if c.files:
-        conn.execute(
-            s.files.insert(),
-            [{"commit_id": cid, "path": p, "blob_id": f.sha256, "size": f.size} for p, f in c.files.items()],
-        )
-    if c.tensors:
-        conn.execute(
-            s.tensors.insert(),
-            [
-                {"commit_id": cid, "file": t.file, "name": t.name, "dtype": t.dtype, "shape": t.shape,
-                 "sha256": t.sha256, "nbytes": t.nbytes, "offset": t.offset}
-                for t in c.tensors
-            ],
-        )  # fmt: skip
-    if c.members:
-        conn.execute(
-            s.set_members.insert(),
-            [{"commit_id": cid, "role": m.role, "label": m.label, "member_id": m.commit_id,
-              "requested": m.requested} for m in c.members],
-        )  # fmt: skip
+    )
+    children = [
+        (s.commit_parents, [{"idx": i, "parent_id": p} for i, p in enumerate(c.parents)]),
+        (s.files, [{"path": p, "blob_id": f.sha256, "size": f.size} for p, f in c.files.items()]),
+        (s.tensors, [{f: getattr(t, f) for f in _TENSOR_COLUMNS} for t in c.tensors]),
+        (s.set_members, [_member_row(m) for m in c.members]),
+    ]
+    for table, values in children:
+        if values:
+            conn.execute(table.insert(), [{"commit_id": cid, **v} for v in values])
     return cid
+
+
+_COMMIT_COLUMNS = (
+    "kind",
+    "line",
+    "base",
+    "base_fingerprint",
+    "message",
+    "author",
+    "meta",
+    "provenance",
+    "peft",
+    "config",
+)
+_TENSOR_COLUMNS = ("file", "name", "dtype", "shape", "sha256", "nbytes", "offset")
+
+
+def _member_row(m: Member) -> dict:
+    return {"role": m.role, "label": m.label, "member_id": m.commit_id, "requested": m.requested}
 
 
 def commit_row(conn: Connection, cid: str):
@@ -151,9 +153,15 @@ def _parents_of_many(conn: Connection, ids: list[str]) -> dict[str, list[str]]:
 
 def _info(row, parents: list[str]) -> CommitInfo:
     return CommitInfo(
-        id=CommitId(row.id), kind=Kind(row.kind), line=row.line, parents=parents, message=row.message,
-        author=row.author, created_at=iso(row.created_at), meta=row.meta or {},
-    )  # fmt: skip
+        id=CommitId(row.id),
+        kind=Kind(row.kind),
+        line=row.line,
+        parents=parents,
+        message=row.message,
+        author=row.author,
+        created_at=iso(row.created_at),
+        meta=row.meta or {},
+    )
 
 
 def infos(conn: Connection, rows) -> list[CommitInfo]:
@@ -163,12 +171,18 @@ def infos(conn: Connection, rows) -> list[CommitInfo]:
 
 
 def files_of(conn: Connection, cid: str) -> dict[str, FileEntry]:
-    q = sa.select(s.files.c.path, s.files.c.blob_id, s.files.c.size).where(s.files.c.commit_id == cid)
+    q = sa.select(s.files.c.path, s.files.c.blob_id, s.files.c.size).where(
+        s.files.c.commit_id == cid
+    )
     return {r.path: FileEntry(r.blob_id, r.size) for r in conn.execute(q.order_by(s.files.c.path))}
 
 
 def tensors_of(conn: Connection, cid: str) -> list[TensorEntry]:
-    q = sa.select(s.tensors).where(s.tensors.c.commit_id == cid).order_by(s.tensors.c.file, s.tensors.c.name)
+    q = (
+        sa.select(s.tensors)
+        .where(s.tensors.c.commit_id == cid)
+        .order_by(s.tensors.c.file, s.tensors.c.name)
+    )
     return [
         TensorEntry(r.name, r.dtype, list(r.shape), r.sha256, r.nbytes, r.file, r.offset)
         for r in conn.execute(q)
@@ -183,19 +197,33 @@ def members_of(conn: Connection, cid: str) -> list[Member]:
 
 
 def tags_of(conn: Connection, cid: str) -> list[str]:
-    q = sa.select(s.refs.c.line, s.refs.c.name).where(s.refs.c.target == cid, s.refs.c.kind == RefKind.TAG)
+    q = sa.select(s.refs.c.line, s.refs.c.name).where(
+        s.refs.c.target == cid, s.refs.c.kind == RefKind.TAG
+    )
     return sorted(f"{r.line}@{r.name}" for r in conn.execute(q))
 
 
 def detail(conn: Connection, cid: str) -> CommitDetail:
     row = commit_row(conn, cid)
     return CommitDetail(
-        id=CommitId(row.id), kind=Kind(row.kind), line=row.line, parents=parents_of(conn, cid),
-        message=row.message, author=row.author, created_at=iso(row.created_at), meta=row.meta or {},
-        base=row.base, base_fingerprint=row.base_fingerprint, files=files_of(conn, cid),
-        tensors=tensors_of(conn, cid), peft=row.peft, config=row.config,
-        provenance=row.provenance or {}, tags=tags_of(conn, cid), members=members_of(conn, cid),
-    )  # fmt: skip
+        id=CommitId(row.id),
+        kind=Kind(row.kind),
+        line=row.line,
+        parents=parents_of(conn, cid),
+        message=row.message,
+        author=row.author,
+        created_at=iso(row.created_at),
+        meta=row.meta or {},
+        base=row.base,
+        base_fingerprint=row.base_fingerprint,
+        files=files_of(conn, cid),
+        tensors=tensors_of(conn, cid),
+        peft=row.peft,
+        config=row.config,
+        provenance=row.provenance or {},
+        tags=tags_of(conn, cid),
+        members=members_of(conn, cid),
+    )
 
 
 def delete_unreferenced(conn: Connection, cid: str) -> bool:

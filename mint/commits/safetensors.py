@@ -18,11 +18,22 @@ from pathlib import Path
 from mint.errors import InvalidSafetensors
 
 DTYPE_SIZES = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
-    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-    "I32": 4, "U32": 4, "F32": 4,
-    "I64": 8, "U64": 8, "F64": 8,
-}  # fmt: skip
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
 MAX_HEADER = 100 * 1024 * 1024
 CHUNK = 4 * 1024 * 1024
 
@@ -73,7 +84,9 @@ def read_header(path: str | Path) -> SafetensorsHeader:
     cursor = data_start
     for s in spans:
         if s.start != cursor:
-            raise bad(f"tensor {s.name} starts at {s.start - data_start}, expected {cursor - data_start}")
+            raise bad(
+                f"tensor {s.name} starts at {s.start - data_start}, expected {cursor - data_start}"
+            )
         cursor = s.end
     if cursor - data_start != data_len:
         raise bad(f"tensors cover {cursor - data_start} bytes but the data holds {data_len}")
@@ -98,12 +111,15 @@ def _span(name: str, info: object, data_start: int, bad) -> TensorSpan:
     expected = math.prod(shape) * DTYPE_SIZES[dtype]
     if offsets[1] - offsets[0] != expected:
         raise bad(
-            f"tensor {name} spans {offsets[1] - offsets[0]} bytes but {dtype}{shape} needs {expected}"
+            f"tensor {name} spans {offsets[1] - offsets[0]} bytes but {dtype}{shape} needs "
+            f"{expected}"
         )
     return TensorSpan(name, dtype, tuple(shape), data_start + offsets[0], data_start + offsets[1])
 
 
-def hash_file_and_tensors(path: str | Path, header: SafetensorsHeader) -> tuple[str, dict[str, str]]:
+def hash_file_and_tensors(
+    path: str | Path, header: SafetensorsHeader
+) -> tuple[str, dict[str, str]]:
     """One read of the file: its sha256, and the sha256 of each tensor's bytes."""
     whole = hashlib.sha256()
     per = {s.name: hashlib.sha256() for s in header.tensors}
@@ -137,7 +153,11 @@ def read_tensor_float(path: str | Path, span_start: int, nbytes: int, dtype: str
         f.seek(span_start)
         raw = f.read(nbytes)
     if dtype == "BF16":
-        return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return (
+            (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16)
+            .view(np.float32)
+            .astype(np.float64)
+        )
     kinds = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
     if dtype in kinds:
         return np.frombuffer(raw, dtype=kinds[dtype]).astype(np.float64)
@@ -146,9 +166,12 @@ def read_tensor_float(path: str | Path, span_start: int, nbytes: int, dtype: str
 
 # Bits that are all ones in the exponent of a non-finite value (NaN or infinity), per dtype.
 _NONFINITE = {
-    "F64": ("<u8", 0x7FF0000000000000), "F32": ("<u4", 0x7F800000), "F16": ("<u2", 0x7C00),
-    "BF16": ("<u2", 0x7F80), "F8_E5M2": ("u1", 0x7C),
-}  # fmt: skip
+    "F64": ("<u8", 0x7FF0000000000000),
+    "F32": ("<u4", 0x7F800000),
+    "F16": ("<u2", 0x7C00),
+    "BF16": ("<u2", 0x7F80),
+    "F8_E5M2": ("u1", 0x7C),
+}
 
 
 def check_finite(path: str | Path, header: SafetensorsHeader) -> None:

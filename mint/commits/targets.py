@@ -28,23 +28,31 @@ def fullmatches(root, patterns: list[str], names: list[str]) -> list[set[str]]:
     """For each pattern, the NAMES it matches whole; bounded in time and size."""
     for p in patterns:
         if not isinstance(p, str) or len(p) > MAX_PATTERN:
-            raise InvalidAdapter(root, f"a module pattern is not a string of at most {MAX_PATTERN}")
+            raise InvalidAdapter(
+                root, f"a module pattern is not a string of at most {MAX_PATTERN}"
+            )
         try:
             re.compile(p)
         except re.error as exc:
-            raise InvalidAdapter(root, f"module pattern {p!r} is not a regular expression ({exc})")
+            why = f"module pattern {p!r} is not a regular expression ({exc})"
+            raise InvalidAdapter(root, why) from None
     if all(re.escape(p) == p for p in patterns):  # no metacharacter: plain names
         return [{n for n in names if n == p} for p in patterns]
     try:
         proc = subprocess.run(
-            [sys.executable, "-I", "-c", _CHILD], input=json.dumps([patterns, names]),
-            capture_output=True, text=True, timeout=DEADLINE_SECONDS, check=True,
-        )  # fmt: skip
+            [sys.executable, "-I", "-c", _CHILD],
+            input=json.dumps([patterns, names]),
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_SECONDS,
+            check=True,
+        )
     except subprocess.TimeoutExpired:
         raise InvalidAdapter(
-            root, f"matching its module patterns took over {DEADLINE_SECONDS:g} s; "
-            "simplify target_modules or rank_pattern"
-        ) from None  # fmt: skip
+            root,
+            f"matching its module patterns took over {DEADLINE_SECONDS:g} s; "
+            "simplify target_modules or rank_pattern",
+        ) from None
     return [set(found) for found in json.loads(proc.stdout)]
 
 
@@ -56,7 +64,9 @@ def targeted(root, modules: list[str], targets) -> set[str]:
         return fullmatches(root, [targets], modules)[0]
     if isinstance(targets, list) and all(isinstance(t, str) for t in targets):
         return {m for m in modules if any(m == t or m.endswith("." + t) for t in targets)}
-    raise InvalidAdapter(root, f"target_modules {targets!r} is neither a string nor a list of names")
+    raise InvalidAdapter(
+        root, f"target_modules {targets!r} is neither a string nor a list of names"
+    )
 
 
 def ranks(root, modules: list[str], config: dict) -> dict[str, int]:

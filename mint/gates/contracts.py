@@ -60,13 +60,21 @@ def parse_contract(text: str, source: str = "contract") -> dict:
     if not isinstance(approvals, int) or isinstance(approvals, bool) or approvals < 0:
         raise bad("'approvals' must be a whole number, 0 or more")
     lines = raw.get("lines")
-    if lines is not None and not (isinstance(lines, list) and all(isinstance(l, str) for l in lines)):
+    if lines is not None and not (
+        isinstance(lines, list) and all(isinstance(l, str) for l in lines)
+    ):
         raise bad("'lines' must be a list of line names")
     return {
-        "name": raw["name"], "channel": raw["channel"], "requires": requires, "approvals": approvals,
-        "metrics": [_metric(m, bad) for m in _list_of_tables(raw.get("metric", []), "metric", bad)],
-        "evaluator": _evaluator(raw.get("evaluator"), bad), "lines": lines,
-    }  # fmt: skip
+        "name": raw["name"],
+        "channel": raw["channel"],
+        "requires": requires,
+        "approvals": approvals,
+        "metrics": [
+            _metric(m, bad) for m in _list_of_tables(raw.get("metric", []), "metric", bad)
+        ],
+        "evaluator": _evaluator(raw.get("evaluator"), bad),
+        "lines": lines,
+    }
 
 
 def _list_of_tables(value, key, bad) -> list[dict]:
@@ -78,7 +86,9 @@ def _list_of_tables(value, key, bad) -> list[dict]:
 def _metric(m: dict, bad) -> dict:
     unknown = set(m) - METRIC_KEYS
     if unknown:
-        raise bad(f"unknown metric key {sorted(unknown)[0]!r} (known: {', '.join(sorted(METRIC_KEYS))})")
+        raise bad(
+            f"unknown metric key {sorted(unknown)[0]!r} (known: {', '.join(sorted(METRIC_KEYS))})"
+        )
     if not isinstance(m.get("name"), str) or not m["name"]:
         raise bad("every [[metric]] needs a name")
     bounds = {k: m[k] for k in ("min", "max", "max_regression") if k in m}
@@ -103,7 +113,9 @@ def _evaluator(ev, bad) -> dict | None:
         raise bad("evaluator.command must be a non-empty list of strings")
     timeout = ev.get("timeout", DEFAULT_TIMEOUT)
     if not is_finite_number(timeout) or not 0 < timeout <= MAX_TIMEOUT:
-        raise bad(f"evaluator.timeout must be a number of seconds above 0, at most {MAX_TIMEOUT:g}")
+        raise bad(
+            f"evaluator.timeout must be a number of seconds above 0, at most {MAX_TIMEOUT:g}"
+        )
     out = {"command": cmd, "timeout": float(timeout)}
     for key in ("version", "data"):
         if key in ev:
@@ -129,9 +141,16 @@ def contract_add(repo: Repo, path: str | os.PathLike, *, by: str) -> ContractAdd
         version = 1 if latest is None else latest.version + 1
         cid = object_id({"version": version, "body": body})
         row = dict(
-            id=cid, name=body["name"], version=version, channel=body["channel"], body=body,
-            lines=body["lines"], source=text, created_at=utcnow(), created_by=by,
-        )  # fmt: skip
+            id=cid,
+            name=body["name"],
+            version=version,
+            channel=body["channel"],
+            body=body,
+            lines=body["lines"],
+            source=text,
+            created_at=utcnow(),
+            created_by=by,
+        )
         if not insert_new(conn, s.contracts, row):
             # Another writer added a version at the same moment: the same content is a no-op.
             latest = _latest_row(conn, body["name"])
@@ -149,13 +168,22 @@ def contract_show(repo: Repo, name: str, version: int | None = None) -> Contract
 def contract_ls(repo: Repo) -> list[Contract]:
     """The latest version of every contract."""
     with repo.db.read() as conn:
-        names = [r[0] for r in conn.execute(sa.select(s.contracts.c.name).distinct().order_by(s.contracts.c.name))]
+        names = [
+            r[0]
+            for r in conn.execute(
+                sa.select(s.contracts.c.name).distinct().order_by(s.contracts.c.name)
+            )
+        ]
         return [_contract(_latest_row(conn, n)) for n in names]
 
 
 def get_row(conn, name: str, version: int | None = None):
     q = sa.select(s.contracts).where(s.contracts.c.name == name)
-    row = conn.execute(q.where(s.contracts.c.version == version)).first() if version else _latest_row(conn, name)
+    row = (
+        conn.execute(q.where(s.contracts.c.version == version)).first()
+        if version
+        else _latest_row(conn, name)
+    )
     if row is None:
         raise RevisionNotFound(name if not version else f"{name} v{version}", "unknown contract")
     return row
@@ -182,6 +210,15 @@ def guards(conn, line: str, channel: str) -> list:
 def _contract(row) -> Contract:
     b = row.body
     return Contract(
-        ContractId(row.id), row.name, row.version, row.channel, b["requires"], b["approvals"],
-        b["metrics"], b["evaluator"], b.get("lines"), iso(row.created_at), row.created_by,
-    )  # fmt: skip
+        ContractId(row.id),
+        row.name,
+        row.version,
+        row.channel,
+        b["requires"],
+        b["approvals"],
+        b["metrics"],
+        b["evaluator"],
+        b.get("lines"),
+        iso(row.created_at),
+        row.created_by,
+    )

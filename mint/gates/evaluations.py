@@ -16,9 +16,16 @@ from mint.repo import Repo
 
 
 def record(
-    repo: Repo, rev: str, contract: str, metrics: dict, *, source: str, evaluator: dict | None = None,
-    data_hash: str | None = None, by: str,
-) -> Evaluation:  # fmt: skip
+    repo: Repo,
+    rev: str,
+    contract: str,
+    metrics: dict,
+    *,
+    source: str,
+    evaluator: dict | None = None,
+    data_hash: str | None = None,
+    by: str,
+) -> Evaluation:
     """Record an evaluation of REV under the current version of CONTRACT."""
     with repo.db.write() as conn:
         cid = resolve(conn, rev).id
@@ -26,10 +33,16 @@ def record(
         values = check_metrics(row.body, metrics)
         eid = conn.execute(
             s.evaluations.insert().values(
-                commit_id=cid, contract_id=row.id, metrics=values, source=source, evaluator=evaluator,
-                data_hash=data_hash, by=by, at=utcnow(),
+                commit_id=cid,
+                contract_id=row.id,
+                metrics=values,
+                source=source,
+                evaluator=evaluator,
+                data_hash=data_hash,
+                by=by,
+                at=utcnow(),
             )
-        ).inserted_primary_key[0]  # fmt: skip
+        ).inserted_primary_key[0]
         return evaluation(conn, eid)
 
 
@@ -38,14 +51,18 @@ def check_metrics(body: dict, metrics: dict) -> dict:
     names = [m["name"] for m in body["metrics"]]
     unknown = sorted(set(metrics) - set(names))
     if unknown:
-        raise EvaluationFailed(f"unknown metric key {unknown[0]!r}: contract {body['name']} has {', '.join(names)}")
+        raise EvaluationFailed(
+            f"unknown metric key {unknown[0]!r}: contract {body['name']} has {', '.join(names)}"
+        )
     missing = [n for n in names if n not in metrics]
     if missing:
         raise EvaluationFailed(f"missing metric {missing[0]!r} for contract {body['name']}")
     out = {}
     for k, v in metrics.items():
         try:
-            value = float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
+            value = (
+                float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
+            )
         except (ValueError, OverflowError):
             value = None
         if value is None:
@@ -60,9 +77,18 @@ def evaluation(conn, eid: int) -> Evaluation:
     r = conn.execute(sa.select(s.evaluations).where(s.evaluations.c.id == eid)).one()
     c = contract_row(conn, r.contract_id)
     return Evaluation(
-        r.id, r.commit_id, ContractId(r.contract_id), c.name, c.version, r.metrics, EvalSource(r.source),
-        r.evaluator, r.data_hash, r.by, iso(r.at),
-    )  # fmt: skip
+        r.id,
+        r.commit_id,
+        ContractId(r.contract_id),
+        c.name,
+        c.version,
+        r.metrics,
+        EvalSource(r.source),
+        r.evaluator,
+        r.data_hash,
+        r.by,
+        iso(r.at),
+    )
 
 
 def latest_evaluation(conn, commit_id: str, contract_id: str):
@@ -78,4 +104,6 @@ def latest_evaluation_any_version(conn, commit_id: str, name: str):
         .join(s.contracts, s.contracts.c.id == s.evaluations.c.contract_id)
         .where(s.evaluations.c.commit_id == commit_id, s.contracts.c.name == name)
     )
-    return conn.execute(q.order_by(s.contracts.c.version.desc(), s.evaluations.c.id.desc()).limit(1)).first()
+    return conn.execute(
+        q.order_by(s.contracts.c.version.desc(), s.evaluations.c.id.desc()).limit(1)
+    ).first()

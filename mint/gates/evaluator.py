@@ -22,41 +22,60 @@ from mint.repo import Repo
 
 
 def run_evaluator(repo: Repo, rev: str, contract: str, *, by: str) -> Evaluation:
-    """Check REV out to a temporary folder, run the contract's evaluator on it, record the result."""
+    """Check REV out to a temporary folder, run the contract's evaluator there, record it."""
     with repo.db.read() as conn:
         row = get_row(conn, contract)
         cid = resolve(conn, rev).id
         items = checkout_items(conn, cid)
     ev = row.body["evaluator"]
     if not ev:
-        raise EvaluationFailed(f"contract {row.name} has no [evaluator]; record results with --metric KEY=VALUE")
+        raise EvaluationFailed(
+            f"contract {row.name} has no [evaluator]; record results with --metric KEY=VALUE"
+        )
     with tempfile.TemporaryDirectory(prefix="mint-eval-") as tmp:
         checkout = Path(tmp) / "checkout"
         write_files(repo.store, items, checkout)
-        argv = [a.replace("{checkout}", str(checkout)).replace("{commit}", cid) for a in ev["command"]]
+        argv = [
+            a.replace("{checkout}", str(checkout)).replace("{commit}", cid) for a in ev["command"]
+        ]
         metrics = _parse_output(_run(argv, ev["timeout"]), row.body)
     data_hash = _hash_data(ev.get("data"))
     info = {"command": ev["command"], "version": ev.get("version"), "mint": __version__}
     return record(
-        repo, cid, contract, metrics, source=EvalSource.EVALUATOR, evaluator=info,
-        data_hash=data_hash, by=by,
+        repo,
+        cid,
+        contract,
+        metrics,
+        source=EvalSource.EVALUATOR,
+        evaluator=info,
+        data_hash=data_hash,
+        by=by,
     )
 
 
 def _run(argv: list[str], timeout: float) -> str:
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
     except OSError as exc:
-        raise EvaluationFailed(f"evaluator could not start: {exc.strerror or exc}: {argv[0]}") from None
+        raise EvaluationFailed(
+            f"evaluator could not start: {exc.strerror or exc}: {argv[0]}"
+        ) from None
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        raise EvaluationFailed(f"evaluator ran past its timeout of {timeout:g}s and was killed; nothing recorded") from None
+        raise EvaluationFailed(
+            f"evaluator ran past its timeout of {timeout:g}s and was killed; nothing recorded"
+        ) from None
     if proc.returncode != 0:
         tail = (err or out).strip().splitlines()[-1:] or [""]
-        raise EvaluationFailed(f"evaluator failed with exit status {proc.returncode}: {tail[0][:200]}; nothing recorded")
+        raise EvaluationFailed(
+            f"evaluator failed with exit status {proc.returncode}: {tail[0][:200]}; nothing "
+            "recorded"
+        )
     return out
 
 
@@ -72,9 +91,13 @@ def _parse_output(out: str, body: dict) -> dict:
             wanted = {m["name"] for m in body["metrics"]}
             missing = sorted(wanted - set(value))
             if missing:
-                raise EvaluationFailed(f"evaluator output misses metric {missing[0]!r}; nothing recorded")
+                raise EvaluationFailed(
+                    f"evaluator output misses metric {missing[0]!r}; nothing recorded"
+                )
             return {k: value[k] for k in wanted}
-    raise EvaluationFailed("evaluator printed no valid JSON object of metrics on stdout; nothing recorded")
+    raise EvaluationFailed(
+        "evaluator printed no valid JSON object of metrics on stdout; nothing recorded"
+    )
 
 
 def _hash_data(path: str | None) -> str | None:

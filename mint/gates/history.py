@@ -19,9 +19,18 @@ def move_of(conn, entry_id: int) -> Move:
 
 def _as_move(r) -> Move:
     return Move(
-        r.id, iso(r.at), Action(r.action), r.line, r.name, r.old, r.new, r.by, r.reason,
-        r.contract, r.evaluations or [],
-    )  # fmt: skip
+        r.id,
+        iso(r.at),
+        Action(r.action),
+        r.line,
+        r.name,
+        r.old,
+        r.new,
+        r.by,
+        r.reason,
+        r.contract,
+        r.evaluations or [],
+    )
 
 
 def history(repo: Repo, ref: str) -> list[Move]:
@@ -48,6 +57,8 @@ def status(repo: Repo) -> list[LineStatus]:
             channels.setdefault(r.line, {})[r.name] = r.target
         lines = conn.execute(sa.select(s.lines).order_by(s.lines.c.name))
         return [
-            LineStatus(r.name, Kind(r.kind), r.head, dict(sorted(channels.get(r.name, {}).items())))
+            LineStatus(
+                r.name, Kind(r.kind), r.head, dict(sorted(channels.get(r.name, {}).items()))
+            )
             for r in lines
         ]

@@ -79,7 +79,13 @@ class RefsContainer:
         if row is None:
             return None
         return Ref(
-            row.line, row.name, RefKind(row.kind), row.target, row.entry, row.message, row.updated_at
+            row.line,
+            row.name,
+            RefKind(row.kind),
+            row.target,
+            row.entry,
+            row.message,
+            row.updated_at,
         )
 
     def set_if_equals(
@@ -123,8 +129,12 @@ class RefsContainer:
             )
         ).rowcount
         if gone != 1:
-            raise RefConflict(f"{old.line}@{old.name}", old.target, self._target(old.line, old.name))
-        return self._log(old.line, old.name, old.kind, Action.DELETE, old.target, None, by, utcnow())
+            raise RefConflict(
+                f"{old.line}@{old.name}", old.target, self._target(old.line, old.name)
+            )
+        return self._log(
+            old.line, old.name, old.kind, Action.DELETE, old.target, None, by, utcnow()
+        )
 
     # --- internals --------------------------------------------------------------
 

@@ -28,7 +28,10 @@ def check_name(kind: str, name: str) -> str:
         raise InvalidName(kind, str(name), "it is empty")
     if not _NAME.match(name):
         raise InvalidName(
-            kind, name, "use letters, digits, '.', '_' and '-' (no '/', '@', '~', spaces or control characters)"
+            kind,
+            name,
+            "use letters, digits, '.', '_' and '-' (no '/', '@', '~', spaces or control "
+            "characters)",
         )
     if ".." in name or name.endswith((".", ".lock")):
         raise InvalidName(kind, name, "it may not contain '..' or end with '.' or '.lock'")
@@ -72,7 +75,12 @@ def resolve(conn: Connection, rev: str) -> Resolved:
         if parent is None:
             raise RevisionNotFound(rev, f"{commit[:12]} has no parent")
         commit = parent
-    return Resolved(CommitId(commit), resolved.line, resolved.ref if not steps else None, resolved.ref_kind if not steps else None)
+    return Resolved(
+        CommitId(commit),
+        resolved.line,
+        resolved.ref if not steps else None,
+        resolved.ref_kind if not steps else None,
+    )
 
 
 def _resolve_base(conn: Connection, base: str, rev: str) -> Resolved:
@@ -81,7 +89,9 @@ def _resolve_base(conn: Connection, base: str, rev: str) -> Resolved:
         if not line or not name:
             raise RevisionNotFound(rev, "malformed revision")
         row = conn.execute(
-            sa.select(s.refs.c.target, s.refs.c.kind).where(s.refs.c.line == line, s.refs.c.name == name)
+            sa.select(s.refs.c.target, s.refs.c.kind).where(
+                s.refs.c.line == line, s.refs.c.name == name
+            )
         ).first()
         if row:
             return Resolved(CommitId(row.target), line, name, row.kind)

@@ -25,7 +25,13 @@ def split_tag(tag: str, line: str) -> tuple[str, str]:
 
 
 def tag(
-    repo: Repo, tag_name: str, rev: str, *, by: str, message: str | None = None, force: bool = False
+    repo: Repo,
+    tag_name: str,
+    rev: str,
+    *,
+    by: str,
+    message: str | None = None,
+    force: bool = False,
 ) -> RefInfo:
     """Make LINE@TAG point at REV. Moving an existing tag needs force, and is logged."""
     with repo.db.write() as conn:
@@ -61,7 +67,9 @@ def tag_list(repo: Repo, line: str | None = None, kind: RefKind = RefKind.TAG) -
             q = q.where(s.refs.c.line == line)
         rows_ = conn.execute(q.order_by(s.refs.c.line, s.refs.c.name))
         return [
-            RefInfo(r.line, r.name, RefKind(r.kind), CommitId(r.target), r.message, iso(r.updated_at))
+            RefInfo(
+                r.line, r.name, RefKind(r.kind), CommitId(r.target), r.message, iso(r.updated_at)
+            )
             for r in rows_
         ]
 

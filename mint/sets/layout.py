@@ -19,5 +19,8 @@ def set_layout(conn, detail: CommitDetail) -> list[tuple[str, str | bytes]]:
     plan: list[tuple[str, str | bytes]] = [(MOL, render_mol(detail.config).encode())]
     plan += [(p, f.sha256) for p, f in detail.files.items()]
     for m in detail.members:
-        plan += [(f"{member_folder(m)}/{p}", f.sha256) for p, f in rows.files_of(conn, m.commit_id).items()]
+        plan += [
+            (f"{member_folder(m)}/{p}", f.sha256)
+            for p, f in rows.files_of(conn, m.commit_id).items()
+        ]
     return plan

@@ -39,10 +39,13 @@ class MolFile:
 EXPORT_FILES = ("lora-modules.json", "router.json", "serve-vllm.sh")
 ROLE_FOLDERS = ("router", "summary")
 _STRINGS = (
-    ("name", None, "name"), ("base", None, "base"), ("router.adapter", "router", "adapter"),
-    ("router.prompt", "router", "prompt"), ("summary.adapter", "summary", "adapter"),
+    ("name", None, "name"),
+    ("base", None, "base"),
+    ("router.adapter", "router", "adapter"),
+    ("router.prompt", "router", "prompt"),
+    ("summary.adapter", "summary", "adapter"),
     ("summary.prompt", "summary", "prompt"),
-)  # fmt: skip
+)
 
 
 def parse_mol(path: str | os.PathLike) -> MolFile:
@@ -78,10 +81,18 @@ def parse_mol_text(text: str, folder: Path, source: str = MOL) -> MolFile:
     labels = _labels(router, experts, bad)
     check_name("set", raw["name"])
     mol = MolFile(
-        raw["name"], protocol, raw["base"], router["adapter"], labels, router["prompt"],
-        router.get("default", labels[0]), {label: experts[label] for label in labels},
-        summary["adapter"], summary["prompt"], folder,
-    )  # fmt: skip
+        raw["name"],
+        protocol,
+        raw["base"],
+        router["adapter"],
+        labels,
+        router["prompt"],
+        router.get("default", labels[0]),
+        {label: experts[label] for label in labels},
+        summary["adapter"],
+        summary["prompt"],
+        folder,
+    )
     if mol.default not in labels:
         raise bad(f"router.default {mol.default!r} is not one of the labels")
     check_layout(mol, bad)
@@ -116,11 +127,16 @@ def check_layout(mol: MolFile, bad) -> None:
         if label.casefold() in reserved:
             raise bad(f"label {label!r} collides with {reserved[label.casefold()]} in a checkout")
         reserved[label.casefold()] = f"expert {label}'s folder"
-    for key, prompt in (("router.prompt", mol.route_prompt), ("summary.prompt", mol.summary_prompt)):
+    for key, prompt in (
+        ("router.prompt", mol.route_prompt),
+        ("summary.prompt", mol.summary_prompt),
+    ):
         try:
             safe_relpath(prompt)
         except UnsafePath:
-            raise bad(f"{key} {prompt!r} must be a relative path inside the set's folder") from None
+            raise bad(
+                f"{key} {prompt!r} must be a relative path inside the set's folder"
+            ) from None
         top = prompt.split("/", 1)[0].casefold()
         if top in reserved:
             raise bad(f"{key} {prompt!r} collides with {reserved[top]} in a checkout")
@@ -129,10 +145,22 @@ def check_layout(mol: MolFile, bad) -> None:
 def render_mol(cfg: dict) -> str:
     """The pinned configuration as mol.toml (strings as JSON strings, which TOML accepts)."""
     q = json.dumps
-    lines = [f"name = {q(cfg['name'])}", f"protocol = {q(cfg['protocol'])}", f"base = {q(cfg['base'])}", "",
-             "[router]", f"adapter = {q(cfg['router']['adapter'])}",
-             f"labels = [{', '.join(q(l) for l in cfg['router']['labels'])}]",
-             f"prompt = {q(cfg['router']['prompt'])}", f"default = {q(cfg['router']['default'])}", "",
-             "[experts]", *[f"{q(l)} = {q(c)}" for l, c in cfg["experts"].items()], "",
-             "[summary]", f"adapter = {q(cfg['summary']['adapter'])}", f"prompt = {q(cfg['summary']['prompt'])}"]  # fmt: skip
+    lines = [
+        f"name = {q(cfg['name'])}",
+        f"protocol = {q(cfg['protocol'])}",
+        f"base = {q(cfg['base'])}",
+        "",
+        "[router]",
+        f"adapter = {q(cfg['router']['adapter'])}",
+        f"labels = [{', '.join(q(l) for l in cfg['router']['labels'])}]",
+        f"prompt = {q(cfg['router']['prompt'])}",
+        f"default = {q(cfg['router']['default'])}",
+        "",
+        "[experts]",
+        *[f"{q(l)} = {q(c)}" for l, c in cfg["experts"].items()],
+        "",
+        "[summary]",
+        f"adapter = {q(cfg['summary']['adapter'])}",
+        f"prompt = {q(cfg['summary']['prompt'])}",
+    ]
     return "\n".join(lines) + "\n"

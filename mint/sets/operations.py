@@ -37,14 +37,23 @@ def set_commit(
         head, head_tree = line_head(conn, mol.name, Kind.SET)
     now = utcnow()
     new = rows.NewCommit(
-        kind=Kind.SET, line=mol.name, parents=[head] if head else [],
+        kind=Kind.SET,
+        line=mol.name,
+        parents=[head] if head else [],
         files={p: FileEntry(hashlib.sha256(d).hexdigest(), len(d)) for p, d in prompts.items()},
-        base=base.name, base_fingerprint=base.fingerprint, message=message, author=author,
-        created_at=now.isoformat(), meta={}, provenance=dict(provenance or {}),
-        config=_pinned(mol, members), members=members,
-    )  # fmt: skip
+        base=base.name,
+        base_fingerprint=base.fingerprint,
+        message=message,
+        author=author,
+        created_at=now.isoformat(),
+        meta={},
+        provenance=dict(provenance or {}),
+        config=_pinned(mol, members),
+        members=members,
+    )
     if head_tree == new.tree:
         return CommitResult(head, mol.name, [], created=False)
+
     def store_prompts() -> int:
         return sum(len(d) for d in prompts.values() if repo.store.put_bytes(d).written)
 
@@ -66,11 +75,15 @@ def _read_prompt(folder: Path, rel: str) -> bytes:
     for part in rel.split("/"):
         path = path / part
         if path.is_symlink():
-            raise InvalidConfig(f"prompt {rel} is a symbolic link; a set stores regular files only")
+            raise InvalidConfig(
+                f"prompt {rel} is a symbolic link; a set stores regular files only"
+            )
     try:
         data = path.read_bytes()
     except OSError:
-        raise InvalidConfig(f"prompt file {rel} is missing beside {MOL} (looked in {folder})") from None
+        raise InvalidConfig(
+            f"prompt file {rel} is missing beside {MOL} (looked in {folder})"
+        ) from None
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -95,12 +108,18 @@ def _pinned(mol: MolFile, members: list[Member]) -> dict:
     """The set's configuration with every adapter as an exact commit id."""
     by = {(m.role, m.label): m.commit_id for m in members}
     return {
-        "name": mol.name, "protocol": mol.protocol, "base": mol.base,
-        "router": {"adapter": by[Role.ROUTER, "router"], "labels": mol.labels,
-                   "prompt": mol.route_prompt, "default": mol.default},
+        "name": mol.name,
+        "protocol": mol.protocol,
+        "base": mol.base,
+        "router": {
+            "adapter": by[Role.ROUTER, "router"],
+            "labels": mol.labels,
+            "prompt": mol.route_prompt,
+            "default": mol.default,
+        },
         "experts": {label: by[Role.EXPERT, label] for label in mol.labels},
         "summary": {"adapter": by[Role.SUMMARY, "summary"], "prompt": mol.summary_prompt},
-    }  # fmt: skip
+    }
 
 
 # --- reading a set back ----------------------------------------------------------
@@ -116,16 +135,23 @@ def set_spec(repo: Repo, rev: str) -> SetSpec:
         adapters = {m.commit_id: _adapter_files(repo, conn, m.commit_id) for m in detail.members}
     cfg = detail.config
     return SetSpec(
-        id=detail.id, name=detail.line, base=detail.base, base_fingerprint=detail.base_fingerprint,
-        protocol=cfg["protocol"], labels=cfg["router"]["labels"], default=cfg["router"]["default"],
+        id=detail.id,
+        name=detail.line,
+        base=detail.base,
+        base_fingerprint=detail.base_fingerprint,
+        protocol=cfg["protocol"],
+        labels=cfg["router"]["labels"],
+        default=cfg["router"]["default"],
         router=adapters[cfg["router"]["adapter"]],
         experts={label: adapters[c] for label, c in cfg["experts"].items()},
         summary=adapters[cfg["summary"]["adapter"]],
         route_prompt=_prompt(repo, detail, cfg["router"]["prompt"]),
         summary_prompt=_prompt(repo, detail, cfg["summary"]["prompt"]),
-        blobs=sorted({f.sha256 for f in detail.files.values()}
-                     | {b for a in adapters.values() for b in a.blobs}),
-    )  # fmt: skip
+        blobs=sorted(
+            {f.sha256 for f in detail.files.values()}
+            | {b for a in adapters.values() for b in a.blobs}
+        ),
+    )
 
 
 def _prompt(repo: Repo, detail, rel: str) -> str:
