@@ -18,6 +18,7 @@ import bench_catalog  # noqa: E402
 import bench_gates  # noqa: E402
 import bench_pull  # noqa: E402
 import bench_runtime  # noqa: E402
+import bench_startup  # noqa: E402
 import bench_store  # noqa: E402
 
 import _common as c  # noqa: E402
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     runtime = bench_runtime.main([])
     print("\n# bench_pull\n", flush=True)
     pull = bench_pull.run()
+    print("\n# bench_startup\n", flush=True)
+    startup = bench_startup.main([])
     print("\n# Summary\n")
     print(bench_store.report({**store, "profiles": {}}))
     print()
@@ -49,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     print(bench_gates.report(gates))
     print()
     print(bench_runtime.report(runtime))
+    print()
+    print(bench_startup.report(startup))
     print(
         f"\npull: mint {pull['mint_median_s']:.2f} s, snapshot_download alone "
         f"{pull['download_median_s']:.2f} s, "
@@ -56,7 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     c.write_json(
         "run_all",
-        {"store": store, "catalog": catalog, "gates": gates, "runtime": runtime, "pull": pull},
+        {
+            "store": store,
+            "catalog": catalog,
+            "gates": gates,
+            "runtime": runtime,
+            "pull": pull,
+            "startup": startup,
+        },
     )
     print(f"\n({time.perf_counter() - t0:.0f} s in all; JSON under bench/out/)")
     return 0
