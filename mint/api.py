@@ -55,7 +55,7 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "tag_list": ("mint.refs.tags", "tag_list", _ANY),
     "tag_delete": ("mint.refs.tags", "tag_delete", _ANY),
     "set_commit": ("mint.sets.operations", "set_commit", _ANY),
-    "set_spec": ("mint.sets.operations", "set_spec", _LOCAL),
+    "set_spec": ("mint.sets.operations", "set_spec", _ANY),
     "contract_add": ("mint.gates.contracts", "contract_add", _ANY),
     "contract_show": ("mint.gates.contracts", "contract_show", _ANY),
     "contract_ls": ("mint.gates.contracts", "contract_ls", _ANY),

@@ -325,6 +325,7 @@ class PushRejected(RegistryError):
 
     def __init__(self, line: str, ours: str, theirs: str | None, why: str):
         got = theirs[:12] if theirs else "nothing"
-        super().__init__(f"push of {line} ({ours[:12]}) refused: the registry's {line} is at "
-                         f"{got}; {why}", 409)  # fmt: skip
+        super().__init__(
+            f"push of {line} ({ours[:12]}) refused: the registry's {line} is at {got}; {why}", 409
+        )
         self.line, self.ours, self.theirs, self.why = line, ours, theirs, why

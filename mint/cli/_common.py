@@ -34,10 +34,11 @@ class Context:
         the one `mint login URL` kept)."""
         if self._repo is None:
             if self.is_remote:
-                from mint.remote.config import token_for
+                from mint.remote.config import cache_dir, token_for
                 from mint.remote.repo import RemoteRepo
 
-                self._repo = RemoteRepo(self.path, token_for(self.path, os.environ))
+                token, cache = token_for(self.path, os.environ), cache_dir(os.environ)
+                self._repo = RemoteRepo(self.path, token, cache=cache)
             else:
                 from mint import api
 

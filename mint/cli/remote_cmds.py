@@ -192,10 +192,14 @@ def clone(url, directory, lines, db_url, as_json) -> None:
     from mint.remote.transfer_client import clone as run
 
     r = run(
-        url, directory, token=token_for(url, os.environ), lines=list(lines) or None,
-        by=current_user(), db_url=db_url or os.environ.get("MINT_DB_URL") or None,
+        url,
+        directory,
+        token=token_for(url, os.environ),
+        lines=list(lines) or None,
+        by=current_user(),
+        db_url=db_url or os.environ.get("MINT_DB_URL") or None,
         progress=_Bar("clone"),
-    )  # fmt: skip
+    )
     if as_json:
         emit_json(r)
     else:

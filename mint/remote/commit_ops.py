@@ -12,11 +12,12 @@ import tempfile
 from pathlib import Path
 
 from mint.bases import fingerprint, read_base_config
-from mint.commits.adapter import WEIGHTS, check_against_base, hash_adapter, scan_adapter
+from mint.commits.adapter import check_against_base, hash_adapter, scan_adapter
+from mint.commits.operations import _tensor_entries, check_inputs
 from mint.commits.rows import NewCommit
 from mint.errors import BaseMismatch, UnknownBase, WrongKind
 from mint.ids import Kind, Role, utcnow
-from mint.objects import Base, CommitResult, FileEntry, Member, TensorEntry
+from mint.objects import Base, CommitResult, FileEntry, Member
 from mint.refs.revisions import check_name, check_text
 from mint.remote import reads as ops
 from mint.remote.blobs import upload
@@ -26,34 +27,41 @@ from mint.remote.wire import commit_wire, tree_of
 
 
 def commit(
-    repo: RemoteRepo, line: str, adapter_dir: str | os.PathLike, message: str, *, author: str,
-    meta: dict | None = None, base: str | None = None, provenance: dict | None = None,
-) -> CommitResult:  # fmt: skip
+    repo: RemoteRepo,
+    line: str,
+    adapter_dir: str | os.PathLike,
+    message: str,
+    *,
+    author: str,
+    meta: dict | None = None,
+    base: str | None = None,
+    provenance: dict | None = None,
+) -> CommitResult:
     """Record the PEFT adapter folder as a new commit on LINE of the registry.
 
     Everything is checked here before a byte is sent; only the blobs the registry lacks go."""
-    check_name("line", line)
-    check_text("message", message)
-    for key, value in (meta or {}).items():
-        check_text("metadata", f"{key}={value}")
+    check_inputs(line, message, meta)
     scanned = scan_adapter(adapter_dir)
     found = find_base(ops.base_ls(repo), scanned.base_name, base)
     check_against_base(scanned.root, scanned.header, found.config, found.name)
     head, head_tree = line_head(repo, line, Kind.ADAPTER)
     hashed = hash_adapter(scanned)
-    tensors = [
-        TensorEntry(t.name, t.dtype, list(t.shape), hashed.tensor_hashes[t.name], t.nbytes,
-                    WEIGHTS, t.start)
-        for t in scanned.header.tensors
-    ]  # fmt: skip
     new = NewCommit(
-        kind=Kind.ADAPTER, line=line, parents=[head] if head else [],
+        kind=Kind.ADAPTER,
+        line=line,
+        parents=[head] if head else [],
         files={f.path: FileEntry(hashed.blobs[f.path], f.size) for f in scanned.files},
-        base=found.name, base_fingerprint=found.fingerprint, message=message,
-        author=repo.whoami()["name"], created_at=utcnow().isoformat(), meta=dict(meta or {}),
-        provenance=dict(provenance or {}), peft=scanned.peft, config=scanned.config,
-        tensors=tensors,
-    )  # fmt: skip
+        base=found.name,
+        base_fingerprint=found.fingerprint,
+        message=message,
+        author=repo.whoami()["name"],
+        created_at=utcnow().isoformat(),
+        meta=dict(meta or {}),
+        provenance=dict(provenance or {}),
+        peft=scanned.peft,
+        config=scanned.config,
+        tensors=_tensor_entries(scanned, hashed),
+    )
     if head_tree == new.tree:
         return CommitResult(head, line, [], created=False)
     sources = {hashed.blobs[f.path]: (f.abspath, f.size) for f in scanned.files}
@@ -112,9 +120,13 @@ def base_add(repo: RemoteRepo, name: str, path: str | os.PathLike) -> Base:
 
 
 def set_commit(
-    repo: RemoteRepo, path: str | os.PathLike, message: str, *, author: str,
+    repo: RemoteRepo,
+    path: str | os.PathLike,
+    message: str,
+    *,
+    author: str,
     provenance: dict | None = None,
-) -> CommitResult:  # fmt: skip
+) -> CommitResult:
     """Pin every member of mol.toml to a commit of the registry and record a set commit."""
     from mint.sets.mol import parse_mol
     from mint.sets.operations import _pinned, _read_prompt, roles
@@ -126,12 +138,20 @@ def set_commit(
     members = [_member(repo, role, label, ref, base) for role, label, ref in roles(mol)]
     head, head_tree = line_head(repo, mol.name, Kind.SET)
     new = NewCommit(
-        kind=Kind.SET, line=mol.name, parents=[head] if head else [],
+        kind=Kind.SET,
+        line=mol.name,
+        parents=[head] if head else [],
         files={p: FileEntry(hashlib.sha256(d).hexdigest(), len(d)) for p, d in prompts.items()},
-        base=base.name, base_fingerprint=base.fingerprint, message=message,
-        author=repo.whoami()["name"], created_at=utcnow().isoformat(), meta={},
-        provenance=dict(provenance or {}), config=_pinned(mol, members), members=members,
-    )  # fmt: skip
+        base=base.name,
+        base_fingerprint=base.fingerprint,
+        message=message,
+        author=repo.whoami()["name"],
+        created_at=utcnow().isoformat(),
+        meta={},
+        provenance=dict(provenance or {}),
+        config=_pinned(mol, members),
+        members=members,
+    )
     if head_tree == new.tree:
         return CommitResult(head, mol.name, [], created=False)
     with tempfile.TemporaryDirectory(prefix="mint-set-") as tmp:

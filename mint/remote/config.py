@@ -81,6 +81,13 @@ def config_dir(env: Mapping[str, str]) -> Path:
     return Path(base).expanduser() / "mint"
 
 
+def cache_dir(env: Mapping[str, str]) -> Path:
+    """Where blobs downloaded from registries are kept: $XDG_CACHE_HOME/mint/blobs, else
+    ~/.cache/mint/blobs."""
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "~", ".cache")
+    return Path(base).expanduser() / "mint" / "blobs"
+
+
 def save_token(folder: Path, url: str, token: str) -> Path:
     """Keep TOKEN for the registry at URL, in a file only its owner may read."""
     token = token.strip()

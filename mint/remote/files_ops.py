@@ -91,6 +91,62 @@ def evaluate(repo: RemoteRepo, rev: str, contract: str, *, by: str) -> Evaluatio
         metrics = _parse_output(_run(argv, ev["timeout"]), {"metrics": c.metrics})
     info = {"command": ev["command"], "version": ev.get("version"), "mint": __version__}
     return record_evaluation(
-        repo, cid, c.name, metrics, source=EvalSource.EVALUATOR, evaluator=info,
-        data_hash=_hash_data(ev.get("data")), by=by,
-    )  # fmt: skip
+        repo,
+        cid,
+        c.name,
+        metrics,
+        source=EvalSource.EVALUATOR,
+        evaluator=info,
+        data_hash=_hash_data(ev.get("data")),
+        by=by,
+    )
+
+
+def set_spec(repo: RemoteRepo, rev: str):
+    """A set commit of the registry resolved for serving: every blob it uses is brought into
+    the local blob cache (verified on arrival), and the spec points at the cached files."""
+    from mint.commits.adapter import WEIGHTS
+    from mint.errors import WrongKind
+    from mint.objects import AdapterFiles, SetSpec
+    from mint.remote.blobs import fetch_into_store
+
+    detail = reads.show(repo, rev)
+    if detail.kind != Kind.SET:
+        raise WrongKind(f"{rev} is an {detail.kind} commit, not a set")
+    members = {m.commit_id: reads.show(repo, m.commit_id) for m in detail.members}
+    sizes = {f.sha256: f.size for d in (detail, *members.values()) for f in d.files.values()}
+    fetch_into_store(repo.client, repo.store, sizes, repo.cache)
+    adapters = {
+        cid: AdapterFiles(
+            cid,
+            d.config,
+            str(repo.store.local_path(d.files[WEIGHTS].sha256)),
+            sorted(f.sha256 for f in d.files.values()),
+        )
+        for cid, d in members.items()
+    }
+    cfg = detail.config
+    return SetSpec(
+        id=detail.id,
+        name=detail.line,
+        base=detail.base,
+        base_fingerprint=detail.base_fingerprint,
+        protocol=cfg["protocol"],
+        labels=cfg["router"]["labels"],
+        default=cfg["router"]["default"],
+        router=adapters[cfg["router"]["adapter"]],
+        experts={label: adapters[c] for label, c in cfg["experts"].items()},
+        summary=adapters[cfg["summary"]["adapter"]],
+        route_prompt=_prompt(repo, detail, cfg["router"]["prompt"]),
+        summary_prompt=_prompt(repo, detail, cfg["summary"]["prompt"]),
+        blobs=sorted(sizes),
+    )
+
+
+def _prompt(repo: RemoteRepo, detail: CommitDetail, rel: str) -> str:
+    blob = detail.files[rel].sha256
+    repo.store.verify(blob)
+    try:
+        return repo.store.local_path(blob).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InvalidConfig(f"prompt {rel} of set {detail.id[:12]} is not UTF-8 text") from None

@@ -15,7 +15,7 @@ from pathlib import Path
 from mint.errors import ForceNeedsReason
 from mint.objects import Approval, ContractAdded, Evaluation, Move, RefInfo
 from mint.remote.commit_ops import base_add, commit, set_commit
-from mint.remote.files_ops import checkout, evaluate, export
+from mint.remote.files_ops import checkout, evaluate, export, set_spec
 from mint.remote.http import segment
 from mint.remote.reads import (
     base_ls,
@@ -36,11 +36,35 @@ from mint.remote.repo import RemoteRepo
 from mint.remote.wire import decode
 
 __all__ = [
-    "approve", "base_add", "base_ls", "checkout", "commit", "contract_add", "contract_ls",
-    "contract_show", "diff", "evaluate", "evaluation_checks", "export", "gate", "history",
-    "log", "ls", "promote", "record_evaluation", "resolve", "rollback", "set_commit", "show",
-    "status", "tag", "tag_delete", "tag_list", "latest_evaluation",
-]  # fmt: skip
+    "approve",
+    "base_add",
+    "base_ls",
+    "checkout",
+    "commit",
+    "contract_add",
+    "contract_ls",
+    "contract_show",
+    "diff",
+    "evaluate",
+    "evaluation_checks",
+    "export",
+    "gate",
+    "history",
+    "log",
+    "ls",
+    "promote",
+    "record_evaluation",
+    "resolve",
+    "rollback",
+    "set_commit",
+    "show",
+    "set_spec",
+    "status",
+    "tag",
+    "tag_delete",
+    "tag_list",
+    "latest_evaluation",
+]
 
 
 def evaluation_checks(repo: RemoteRepo, ev: Evaluation) -> Evaluation:
@@ -61,9 +85,14 @@ def evaluation_checks(repo: RemoteRepo, ev: Evaluation) -> Evaluation:
 
 
 def tag(
-    repo: RemoteRepo, tag_name: str, rev: str, *, by: str, message: str | None = None,
+    repo: RemoteRepo,
+    tag_name: str,
+    rev: str,
+    *,
+    by: str,
+    message: str | None = None,
     force: bool = False,
-) -> RefInfo:  # fmt: skip
+) -> RefInfo:
     """Make LINE@TAG point at REV on the registry; moving one needs force (a maintainer's)."""
     body = {"tag": tag_name, "rev": rev, "message": message, "force": force}
     return decode(RefInfo, repo.client.post("/tags", body))
@@ -94,12 +123,25 @@ def contract_add(repo: RemoteRepo, path: str | os.PathLike, *, by: str) -> Contr
 
 
 def record_evaluation(
-    repo: RemoteRepo, rev: str, contract: str, metrics: dict, *, source: str,
-    evaluator: dict | None = None, data_hash: str | None = None, by: str,
-) -> Evaluation:  # fmt: skip
+    repo: RemoteRepo,
+    rev: str,
+    contract: str,
+    metrics: dict,
+    *,
+    source: str,
+    evaluator: dict | None = None,
+    data_hash: str | None = None,
+    by: str,
+) -> Evaluation:
     """Record an evaluation of REV under the current version of CONTRACT on the registry."""
-    body = {"rev": rev, "contract": contract, "metrics": metrics, "source": str(source),
-            "evaluator": evaluator, "data_hash": data_hash}  # fmt: skip
+    body = {
+        "rev": rev,
+        "contract": contract,
+        "metrics": metrics,
+        "source": str(source),
+        "evaluator": evaluator,
+        "data_hash": data_hash,
+    }
     return decode(Evaluation, repo.client.post("/evaluations", body))
 
 
@@ -109,14 +151,19 @@ def approve(repo: RemoteRepo, rev: str, channel: str, *, by: str) -> Approval:
 
 
 def promote(
-    repo: RemoteRepo, rev: str, channel: str, *, by: str, contract: str | None = None,
-    force: bool = False, reason: str | None = None,
-) -> Move:  # fmt: skip
+    repo: RemoteRepo,
+    rev: str,
+    channel: str,
+    *,
+    by: str,
+    contract: str | None = None,
+    force: bool = False,
+    reason: str | None = None,
+) -> Move:
     """Move LINE@CHANNEL to REV on the registry if its gate passes (or with force)."""
     if force and not (reason and reason.strip()):
         raise ForceNeedsReason(channel)
-    body = {"rev": rev, "channel": channel, "contract": contract, "force": force,
-            "reason": reason}  # fmt: skip
+    body = {"rev": rev, "channel": channel, "contract": contract, "force": force, "reason": reason}
     return decode(Move, repo.client.post("/promote", body))
 
 

@@ -1,11 +1,15 @@
 """`RemoteRepo`: a repository that lives behind a registry URL.
 
 `mint.api` sends every operation whose first argument is a RemoteRepo to
-`mint.remote.operations`. Code that reaches for a local repository's database or store gets
-one clear error instead of an AttributeError.
+`mint.remote.operations`. Code that reaches for a local repository's database gets one clear
+error instead of an AttributeError. Its `store` is a local cache of the registry's blobs
+(content-addressed, so one cache serves every registry), where the runtime finds a set's
+weights; without a cache folder, asking for it is that same clear error.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from mint.errors import LocalOnly
 from mint.remote.http import Client, normalize
@@ -16,12 +20,16 @@ class RemoteRepo:
 
     is_remote = True  # what mint.api's dispatch looks for (it never imports this module)
 
-    def __init__(self, url: str, token: str | None = None, *, transport=None):
+    def __init__(
+        self, url: str, token: str | None = None, *, cache: Path | None = None, transport=None
+    ):
         self.url = normalize(url)
         self.token = token
+        self.cache = Path(cache) if cache is not None else None
         self._transport = transport  # tests may hand httpx a transport
         self._client: Client | None = None
         self._whoami: dict | None = None
+        self._store = None
 
     def __repr__(self) -> str:
         return f"RemoteRepo({self.url!r})"
@@ -44,7 +52,15 @@ class RemoteRepo:
 
     @property
     def store(self):
-        raise LocalOnly("reading the object store directly")
+        """The local blob cache (a LocalObjectStore), verified on every read that matters."""
+        if self.cache is None:
+            raise LocalOnly("reading the object store directly")
+        if self._store is None:
+            from mint.store import LocalObjectStore
+
+            self.cache.mkdir(parents=True, exist_ok=True)
+            self._store = LocalObjectStore(self.cache)
+        return self._store
 
     def close(self) -> None:
         if self._client is not None:

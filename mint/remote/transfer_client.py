@@ -74,9 +74,14 @@ class _Plan:
 
 
 def push(
-    repo: Repo, remote: RemoteRepo, specs: list[str], *, tags: bool = False,
-    force: bool = False, progress: Progress | None = None,
-) -> PushResult:  # fmt: skip
+    repo: Repo,
+    remote: RemoteRepo,
+    specs: list[str],
+    *,
+    tags: bool = False,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> PushResult:
     """Push each LINE[@REV] of SPECS to the registry (see the module's docstring)."""
     plan = _plan(repo, specs, {i.name: i.head for i in reads.ls(remote)}, tags, force)
     try:
@@ -92,8 +97,11 @@ def push(
     lines, refused = [], []
     for line, old, new, must in plan.moves:
         try:
-            lines.append(_move(remote, line, old, new, force=force) if must else
-                         LinePush(line, old, new, moved=False))  # fmt: skip
+            lines.append(
+                _move(remote, line, old, new, force=force)
+                if must
+                else LinePush(line, old, new, moved=False)
+            )
         except PushRejected as exc:
             refused.append(str(exc))
     created, tag_refused = _push_tags(remote, plan.tags)
@@ -146,8 +154,9 @@ def _needs_move(conn, line: str, old: str | None, new: str, *, force: bool) -> b
     if old == new:
         return False
     if not _known(conn, old):
-        raise PushRejected(line, new, old, "the registry has commits this repository lacks: "
-                           + FETCH_FIRST)  # fmt: skip
+        raise PushRejected(
+            line, new, old, "the registry has commits this repository lacks: " + FETCH_FIRST
+        )
     if transfer.is_ancestor(conn, old, new):
         return True
     if transfer.is_ancestor(conn, new, old):
@@ -188,8 +197,10 @@ def _push_tags(remote: RemoteRepo, plan) -> tuple[list[str], list[str]]:
     created, refused = [], []
     for ref, target, message in plan:
         if there.get(ref, target) != target:
-            refused.append(f"tag {ref} is at {there[ref][:12]} on the registry, not "
-                           f"{target[:12]}: a tag there never moves")  # fmt: skip
+            refused.append(
+                f"tag {ref} is at {there[ref][:12]} on the registry, not "
+                f"{target[:12]}: a tag there never moves"
+            )
             continue
         if ref in there:
             continue
@@ -225,9 +236,13 @@ class FetchResult:
 
 
 def fetch(
-    repo: Repo, remote: RemoteRepo, lines: list[str] | None = None, *, by: str,
+    repo: Repo,
+    remote: RemoteRepo,
+    lines: list[str] | None = None,
+    *,
+    by: str,
     progress: Progress | None = None,
-) -> FetchResult:  # fmt: skip
+) -> FetchResult:
     """Bring LINES (default: every line) of the registry here, with their tags and
     evaluations; a local head only fast-forwards (see the module's docstring)."""
     known = {i.name for i in reads.ls(remote)}
@@ -304,9 +319,16 @@ class CloneResult:
 
 
 def clone(
-    url: str, dest: str | Path, *, token: str | None, lines: list[str] | None = None,
-    by: str, db_url: str | None = None, progress: Progress | None = None, transport=None,
-) -> CloneResult:  # fmt: skip
+    url: str,
+    dest: str | Path,
+    *,
+    token: str | None,
+    lines: list[str] | None = None,
+    by: str,
+    db_url: str | None = None,
+    progress: Progress | None = None,
+    transport=None,
+) -> CloneResult:
     """A new repository at DEST (new or empty) with remote "origin" at URL, fetched."""
     from mint.remote.config import remote_add
     from mint.repo import init

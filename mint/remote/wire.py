@@ -71,15 +71,26 @@ def _convert(tp: Any, value: Any) -> Any:
 def commit_wire(c) -> dict:
     """A `NewCommit` in the registry's wire form: its fields as JSON plus its id."""
     return {
-        "id": c.id, "kind": str(c.kind), "line": c.line, "parents": list(c.parents),
+        "id": c.id,
+        "kind": str(c.kind),
+        "line": c.line,
+        "parents": list(c.parents),
         "files": {p: [f.sha256, f.size] for p, f in c.files.items()},
-        "base": c.base, "base_fingerprint": c.base_fingerprint, "message": c.message,
-        "author": c.author, "created_at": c.created_at, "meta": c.meta,
-        "provenance": c.provenance, "peft": c.peft, "config": c.config,
-        "tensors": [[t.name, t.dtype, list(t.shape), t.sha256, t.nbytes, t.file, t.offset]
-                    for t in c.tensors],
+        "base": c.base,
+        "base_fingerprint": c.base_fingerprint,
+        "message": c.message,
+        "author": c.author,
+        "created_at": c.created_at,
+        "meta": c.meta,
+        "provenance": c.provenance,
+        "peft": c.peft,
+        "config": c.config,
+        "tensors": [
+            [t.name, t.dtype, list(t.shape), t.sha256, t.nbytes, t.file, t.offset]
+            for t in c.tensors
+        ],
         "members": [[str(m.role), m.label, m.commit_id, m.requested] for m in c.members],
-    }  # fmt: skip
+    }
 
 
 def tree_of(detail) -> str:
@@ -87,8 +98,16 @@ def tree_of(detail) -> str:
     from mint.commits.rows import NewCommit
 
     return NewCommit(
-        kind=detail.kind, line=detail.line, parents=detail.parents, files=detail.files,
-        base=detail.base, base_fingerprint=detail.base_fingerprint, message=detail.message,
-        author=detail.author, created_at=detail.created_at, meta=detail.meta,
-        provenance=detail.provenance, members=detail.members,
-    ).tree  # fmt: skip
+        kind=detail.kind,
+        line=detail.line,
+        parents=detail.parents,
+        files=detail.files,
+        base=detail.base,
+        base_fingerprint=detail.base_fingerprint,
+        message=detail.message,
+        author=detail.author,
+        created_at=detail.created_at,
+        meta=detail.meta,
+        provenance=detail.provenance,
+        members=detail.members,
+    ).tree
