@@ -59,19 +59,39 @@ def commit_wire(line: str, blob: str, size: int, parent: str | None) -> dict:
     from mint.objects import FileEntry
 
     new = NewCommit(
-        kind=Kind.ADAPTER, line=line, parents=[parent] if parent else [],
-        files={"adapter_model.safetensors": FileEntry(blob, size)}, base=None,
-        base_fingerprint=None, message="bench", author="bench",
-        created_at=dt.datetime.now(dt.UTC).isoformat(), meta={}, provenance={}, peft=None,
-        config=None, tensors=[],
-    )  # fmt: skip
+        kind=Kind.ADAPTER,
+        line=line,
+        parents=[parent] if parent else [],
+        files={"adapter_model.safetensors": FileEntry(blob, size)},
+        base=None,
+        base_fingerprint=None,
+        message="bench",
+        author="bench",
+        created_at=dt.datetime.now(dt.UTC).isoformat(),
+        meta={},
+        provenance={},
+        peft=None,
+        config=None,
+        tensors=[],
+    )
     return {
-        "id": new.id, "kind": "adapter", "line": line, "parents": new.parents,
-        "files": {"adapter_model.safetensors": [blob, size]}, "base": None,
-        "base_fingerprint": None, "message": new.message, "author": new.author,
-        "created_at": new.created_at, "meta": {}, "provenance": {}, "peft": None,
-        "config": None, "tensors": [], "members": [],
-    }  # fmt: skip
+        "id": new.id,
+        "kind": "adapter",
+        "line": line,
+        "parents": new.parents,
+        "files": {"adapter_model.safetensors": [blob, size]},
+        "base": None,
+        "base_fingerprint": None,
+        "message": new.message,
+        "author": new.author,
+        "created_at": new.created_at,
+        "meta": {},
+        "provenance": {},
+        "peft": None,
+        "config": None,
+        "tensors": [],
+        "members": [],
+    }
 
 
 def push(client, path: Path, blob: str, wire: dict, old: str | None) -> int:
@@ -107,9 +127,13 @@ def bench_push(server, token: str, folder: Path, mb: int, runs: int) -> dict:
             b.unlink()
     ratio = c.median(pushed) / c.median(plain)
     return {
-        "mb": mb, "plain_s": plain, "push_s": pushed, "ratio": ratio, "repush_s": repush,
+        "mb": mb,
+        "plain_s": plain,
+        "push_s": pushed,
+        "ratio": ratio,
+        "repush_s": repush,
         "repush_bytes": max(repush_bytes),
-    }  # fmt: skip
+    }
 
 
 def percentile_ms(times: list[float], q: float) -> float:
@@ -141,8 +165,10 @@ def bench_calls(client, release: str, runs: int) -> dict:
             seconds, response = c.timed(fn)
             assert response.status_code == 200, (name, response.text)
             times[name].append(seconds)
-    return {name: {"p50_ms": percentile_ms(t, 0.5), "p90_ms": percentile_ms(t, 0.9)}
-            for name, t in times.items()}  # fmt: skip
+    return {
+        name: {"p50_ms": percentile_ms(t, 0.5), "p90_ms": percentile_ms(t, 0.9)}
+        for name, t in times.items()
+    }
 
 
 def bench_throughput(servers, token: str, seconds: float = 5.0, clients: int = 16) -> float:
@@ -153,8 +179,11 @@ def bench_throughput(servers, token: str, seconds: float = 5.0, clients: int = 1
 
     def work(i: int) -> None:
         with servers[i % len(servers)].client(token) as client:
-            paths = [("/api/v1/resolve", {"rev": tag}), ("/api/v1/log", {"rev": tag, "n": 20}),
-                     (f"/api/v1/commits/{tag.replace('@', '%40')}", None)]  # fmt: skip
+            paths = [
+                ("/api/v1/resolve", {"rev": tag}),
+                ("/api/v1/log", {"rev": tag, "n": 20}),
+                (f"/api/v1/commits/{tag.replace('@', '%40')}", None),
+            ]
             while time.monotonic() < stop:
                 path, params = paths[count[i] % 3]
                 assert client.get(path, params=params).status_code == 200
@@ -181,8 +210,13 @@ def run(args) -> dict:
                 calls = bench_calls(client, built["release"], args.runs * 10)
             reads = bench_throughput(servers, token)
             pushes = bench_push(servers[0], token, tmp, args.mb, args.runs)
-    return {"commits": args.commits, "db": args.db, "calls": calls, "reads_per_s": reads,
-            "push": pushes}  # fmt: skip
+    return {
+        "commits": args.commits,
+        "db": args.db,
+        "calls": calls,
+        "reads_per_s": reads,
+        "push": pushes,
+    }
 
 
 def report(r: dict) -> str:
@@ -208,8 +242,9 @@ def report(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--commits", type=int, default=100_000)
     p.add_argument("--mb", type=int, default=80)
     p.add_argument("--runs", type=int, default=5)

@@ -69,9 +69,19 @@ def start_registry(
         port = free_port()
         log = Path(repo_root) / f".registry-{port}.log"
         cmd = [
-            sys.executable, "-m", "mint", "--repo", str(repo_root), "registry", "serve",
-            "--host", "127.0.0.1", "--port", str(port), *args,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "mint",
+            "--repo",
+            str(repo_root),
+            "registry",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *args,
+        ]
         with open(log, "wb") as out:
             process = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
@@ -108,9 +118,13 @@ def running_registry(repo_root, **kwargs) -> Iterator[Registry]:
 
 
 def create_token(
-    repo_root: str | os.PathLike, name: str, role: str, lines: tuple[str, ...] = (),
-    *, subprocess_cli: bool = False,
-) -> str:  # fmt: skip
+    repo_root: str | os.PathLike,
+    name: str,
+    role: str,
+    lines: tuple[str, ...] = (),
+    *,
+    subprocess_cli: bool = False,
+) -> str:
     """Make a token with `mint registry token create NAME --role ROLE [--lines GLOB]... --json`
     on the repository, and return its secret. The CLI runs in this process unless
     SUBPROCESS_CLI (then as `python -m mint`, as a shell would)."""

@@ -143,8 +143,10 @@ def test_health_and_openapi_are_open_everything_else_needs_a_token(env):
             httpx.get(f"{env.server.url}/api/v1/lines", headers={"Authorization": header}), 401
         )
     assert env.as_("chatty").get("/api/v1/whoami").json() == {
-        "name": "chatty", "role": "writer", "lines": ["chat*"]
-    }  # fmt: skip
+        "name": "chatty",
+        "role": "writer",
+        "lines": ["chat*"],
+    }
 
 
 def test_a_revoked_token_is_refused_at_once_and_secrets_are_never_shown(env):
@@ -194,6 +196,29 @@ def test_unknown_revisions_and_objects_are_404(env):
     assert reader.get("/api/v1/resolve", params={"rev": "chat~1"}).json() == {"id": env.ids["c1"]}
 
 
+def test_the_registry_commands_on_the_repository(env):
+    code, out, err = cli(env.root, "registry", "token", "create", "shown-once", "--role", "reader")
+    assert code == 0 and out.strip().startswith("mint_") and len(out.split()) == 1
+    assert "not shown again" in err
+    with env.server.client(out.strip()) as client:
+        assert client.get("/api/v1/whoami").json()["name"] == "shown-once"
+    code, _, err = cli(env.root, "registry", "token", "create", "x", "--role", "owner")
+    assert code == 2 and "owner" in err
+    code, _, err = cli(env.root, "registry", "token", "create", "bad/name", "--role", "reader")
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    code, _, err = cli(env.root, "registry", "token", "revoke", "nobody")
+    assert code == 1 and "no token named nobody" in err
+    code, _, _ = cli(env.root, "registry", "protect", "gold", "--role", "reader")
+    assert code == 2
+    assert cli(env.root, "registry", "protect", "gold", "--role", "admin")[0] == 0
+    code, out, _ = cli(env.root, "registry", "protected", "--json")
+    assert {p["channel"]: p["role"] for p in json.loads(out)}["gold"] == "admin"
+    assert "no longer protected" in cli(env.root, "registry", "unprotect", "gold")[1]
+    assert "was not protected" in cli(env.root, "registry", "unprotect", "gold")[1]
+    code, _, err = run_in_process(["--repo", env.server.url, "registry", "token", "ls"])
+    assert code == 1 and "runs only where the repository is" in err
+
+
 # --- writes ---------------------------------------------------------------------------------
 
 
@@ -221,7 +246,7 @@ def test_a_refused_gate_is_409_with_its_report(env):
     assert any(c["check"].startswith("evaluation under production") for c in report["checks"])
     gate = env.as_("reader").get(
         "/api/v1/gate", params={"rev": env.ids["c2"], "channel": "production"}
-    )  # fmt: skip
+    )
     assert gate.json() == report
 
 
@@ -263,13 +288,17 @@ def _jsonable(obj):
 
 
 def test_oversize_bodies_are_413_and_change_nothing(env):
-    big = {"rev": "chat", "contract": "production", "metrics": {"x" * 10: 1.0}, "evaluator": {
-        "note": "y" * MAX_BODY}}  # fmt: skip
+    big = {
+        "rev": "chat",
+        "contract": "production",
+        "metrics": {"x" * 10: 1.0},
+        "evaluator": {"note": "y" * MAX_BODY},
+    }
     error_of(env.as_("writer").post("/api/v1/evaluations", json=big), 413, "PayloadTooLarge")
     chunks = (b'{"ids": [' + b'"' + b"a" * 64 + b'",' for _ in range(2000))
     streamed = env.as_("writer").post(
         "/api/v1/blobs/missing", content=chunks, headers={"content-type": "application/json"}
-    )  # fmt: skip
+    )
     error_of(streamed, 413)
     data = b"z" * (MAX_BLOB + 1)
     blob = hashlib.sha256(data).hexdigest()
@@ -286,10 +315,19 @@ def test_oversize_bodies_are_413_and_change_nothing(env):
         ("/api/v1/tags", {"tag": "t\x00", "rev": "chat"}),
         ("/api/v1/tags", b'{"tag": "ok", "rev": "chat", "message": "\\ud800"}'),
         ("/api/v1/evaluations", {"rev": "chat", "contract": "production", "metrics": {"a": "x"}}),
-        ("/api/v1/evaluations", {"rev": "chat", "contract": "c", "metrics": {},
-                                 "data_hash": "h" * 65}),
-        ("/api/v1/evaluations", {"rev": "chat", "contract": "production", "metrics": {},
-                                 "evaluator": {"deep": json.loads("[" * 80 + "]" * 80)}}),
+        (
+            "/api/v1/evaluations",
+            {"rev": "chat", "contract": "c", "metrics": {}, "data_hash": "h" * 65},
+        ),
+        (
+            "/api/v1/evaluations",
+            {
+                "rev": "chat",
+                "contract": "production",
+                "metrics": {},
+                "evaluator": {"deep": json.loads("[" * 80 + "]" * 80)},
+            },
+        ),
         ("/api/v1/blobs/missing", {"ids": ["not-hex"]}),
         ("/api/v1/lines/chat/head", {"old": None, "new": "xyz"}),
         ("/api/v1/objects", {"commits": [{"id": "0" * 64}]}),
@@ -297,7 +335,7 @@ def test_oversize_bodies_are_413_and_change_nothing(env):
         ("/api/v1/contracts", {"source": "name = [unclosed"}),
         ("/api/v1/tags", {"tag": "bad name", "rev": "chat"}),
     ],
-)  # fmt: skip
+)
 def test_malformed_input_is_422_never_500(env, path, body):
     raw = {"content": body, "headers": {"content-type": "application/json"}}
     error_of(
@@ -309,7 +347,7 @@ def test_unparseable_bodies_and_queries_are_client_errors(env):
     admin = env.as_("admin")
     raw = admin.post(
         "/api/v1/promote", content=b"{not json", headers={"content-type": "application/json"}
-    )  # fmt: skip
+    )
     error_of(raw, 422, "InvalidRequest")
     error_of(admin.get("/api/v1/log", params={"n": 0}), 422)
     error_of(admin.get("/api/v1/blobs/not-a-blob-id"), 422)
@@ -518,9 +556,13 @@ def test_schemathesis_finds_no_server_error_and_no_answer_outside_the_schema(env
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
             @settings(
-                max_examples=EXAMPLES[mode.value], deadline=None, database=None,
-                derandomize=True, phases=[Phase.generate], suppress_health_check=list(HealthCheck),
-            )  # fmt: skip
+                max_examples=EXAMPLES[mode.value],
+                deadline=None,
+                database=None,
+                derandomize=True,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
             @given(case=operation.as_strategy(generation_mode=mode))
             def call(case):
                 response = case.call(session=session, headers=headers, timeout=30)
@@ -583,10 +625,12 @@ def test_two_replicas_lose_no_update_when_eight_clients_race(replicas):
     assert send_objects(clients[1], source, ids).status_code == 200
     head = "/api/v1/lines/race/head"
     assert clients[0].post(head, json={"old": None, "new": ids[0]}).status_code == 200
-    moves = at_once([
-        lambda i=i: clients[i % 2].post(head, json={"old": ids[0], "new": ids[i]})
-        for i in range(1, 9)
-    ])  # fmt: skip
+    moves = at_once(
+        [
+            lambda i=i: clients[i % 2].post(head, json={"old": ids[0], "new": ids[i]})
+            for i in range(1, 9)
+        ]
+    )
     won = [r for r in moves if r.status_code == 200]
     assert len(won) == 1, [r.text for r in moves]
     for lost in (r for r in moves if r.status_code != 200):
@@ -594,10 +638,12 @@ def test_two_replicas_lose_no_update_when_eight_clients_race(replicas):
     assert api.resolve(env.repo, "race") == won[0].json()["head"]
 
     promote = "/api/v1/promote"
-    promotes = at_once([
-        lambda i=i: clients[i % 2].post(promote, json={"rev": ids[i], "channel": "canary"})
-        for i in range(1, 9)
-    ])  # fmt: skip
+    promotes = at_once(
+        [
+            lambda i=i: clients[i % 2].post(promote, json={"rev": ids[i], "channel": "canary"})
+            for i in range(1, 9)
+        ]
+    )
     for r in promotes:
         assert r.status_code == 200 or error_of(r, 409, "RefConflict"), r.text
     history = api.history(env.repo, "race@canary")

@@ -79,10 +79,16 @@ def token_ls(ctx, as_json: bool) -> None:
     if as_json:
         return emit_json(items)
     rows = [
-        [t.name, t.role, ",".join(t.lines) if t.lines else "*", t.created_at[:19], t.created_by,
-         f"revoked {t.revoked_at[:19]}" if t.revoked_at else "active"]
+        [
+            t.name,
+            t.role,
+            ",".join(t.lines) if t.lines else "*",
+            t.created_at[:19],
+            t.created_by,
+            f"revoked {t.revoked_at[:19]}" if t.revoked_at else "active",
+        ]
         for t in items
-    ]  # fmt: skip
+    ]
     echo(table(rows, ["NAME", "ROLE", "LINES", "CREATED", "BY", "STATE"]))
 
 

@@ -109,8 +109,14 @@ async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-_HTTP_TYPES = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 411: "LengthRequired",
-               413: "PayloadTooLarge", 416: "RangeNotSatisfiable"}  # fmt: skip
+_HTTP_TYPES = {
+    400: "BadRequest",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    411: "LengthRequired",
+    413: "PayloadTooLarge",
+    416: "RangeNotSatisfiable",
+}
 
 
 async def on_http_error(request: Request, exc: Exception) -> JSONResponse:

@@ -30,10 +30,13 @@ def missing(repo: RepoDep, who: Writer, body: MissingBody) -> MintJSON:
 
 
 @router.get(
-    "/blobs/{blob_id}", response_class=Response,
-    responses={200: {**_BINARY, "description": "the bytes"},
-               206: {**_BINARY, "description": "a range"}},
-)  # fmt: skip
+    "/blobs/{blob_id}",
+    response_class=Response,
+    responses={
+        200: {**_BINARY, "description": "the bytes"},
+        206: {**_BINARY, "description": "a range"},
+    },
+)
 def download(repo: RepoDep, who: Reader, blob_id: BlobPath, request: Request) -> Response:
     check_blob(repo, who, blob_id)
     size = repo.store.size(blob_id)
@@ -46,10 +49,12 @@ def download(repo: RepoDep, who: Reader, blob_id: BlobPath, request: Request) ->
 
 
 @router.put(
-    "/blobs/{blob_id}", status_code=201, response_model=StoredBlob,
+    "/blobs/{blob_id}",
+    status_code=201,
+    response_model=StoredBlob,
     responses={200: {"model": StoredBlob, "description": "already stored"}},
     openapi_extra={"requestBody": {**_BINARY, "required": True}},
-)  # fmt: skip
+)
 async def upload(blob_id: BlobPath, request: Request, who: Writer) -> MintJSON:
     """Store the body as blob BLOB_ID: 201 stored, 200 already there, 422 if the bytes hash
     to another id (then nothing is stored)."""

@@ -42,9 +42,11 @@ def resolve(repo: RepoDep, who: Reader, rev: RevQuery) -> MintJSON:
 
 @router.get("/log", response_model=list_of(objects.CommitInfo))
 def log(
-    repo: RepoDep, who: Reader, rev: RevQuery | None = None,
+    repo: RepoDep,
+    who: Reader,
+    rev: RevQuery | None = None,
     n: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
-) -> MintJSON:  # fmt: skip
+) -> MintJSON:
     if rev is not None:
         check_rev(repo, who, rev)
     return answer(visible(who, api.log(repo, rev, n), lambda c: c.line))
@@ -90,17 +92,22 @@ def contracts(repo: RepoDep, who: Reader) -> MintJSON:
 
 @router.get("/contracts/{name}", response_model=model_of(objects.Contract))
 def contract(
-    repo: RepoDep, who: Reader, name: Name,
+    repo: RepoDep,
+    who: Reader,
+    name: Name,
     version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
-) -> MintJSON:  # fmt: skip
+) -> MintJSON:
     return answer(api.contract_show(repo, name, version))
 
 
 @router.get("/gate", response_model=model_of(objects.GateReport))
 def gate(
-    repo: RepoDep, who: Reader, rev: RevQuery, channel: Annotated[Name, Query()],
+    repo: RepoDep,
+    who: Reader,
+    rev: RevQuery,
+    channel: Annotated[Name, Query()],
     contract: Annotated[Name | None, Query()] = None,
-) -> MintJSON:  # fmt: skip
+) -> MintJSON:
     check_rev(repo, who, rev)
     return answer(api.gate(repo, rev, channel, contract))
 

@@ -52,9 +52,10 @@ def _check_payload(repo, who: Identity, payload: dict) -> None:
     pairs = {
         (e["contract"]["name"], e["contract"]["version"])
         for e in payload["evaluations"]
-        if isinstance(e.get("contract"), dict) and _str(e["contract"], "name")
+        if isinstance(e.get("contract"), dict)
+        and _str(e["contract"], "name")
         and type(e["contract"].get("version")) is int
-    }  # fmt: skip
+    }
     unknown = queries.unknown_contract_versions(repo, pairs) if pairs else []
     if unknown and not who.role.allows(Access.ADMIN):
         raise Forbidden(who.name, f"add contract {unknown[0]} by push: that needs an admin")
@@ -77,9 +78,11 @@ def move_head(repo: RepoDep, who: Writer, line: Name, body: HeadBody) -> MintJSO
 
 @router.get("/lines/{line}/objects", response_model=LineObjects)
 def line_objects(
-    repo: RepoDep, who: Reader, line: Name,
+    repo: RepoDep,
+    who: Reader,
+    line: Name,
     have: Annotated[list[Id64] | None, Query(max_length=MAX_IDS)] = None,
-) -> MintJSON:  # fmt: skip
+) -> MintJSON:
     """Everything reachable from LINE's head that is not reachable from any HAVE."""
     check_line(who, line)
     tags = api.tag_list(repo, line)  # first: every tag then read points at a commit by now

@@ -66,9 +66,15 @@ def contract_add(repo: RepoDep, who: Admin, body: ContractBody) -> MintJSON:
 def record_evaluation(repo: RepoDep, who: Writer, body: EvaluationBody) -> MintJSON:
     check_rev(repo, who, body.rev)
     ev = api.record_evaluation(
-        repo, body.rev, body.contract, body.metrics, source=body.source,
-        evaluator=body.evaluator, data_hash=body.data_hash, by=who.name,
-    )  # fmt: skip
+        repo,
+        body.rev,
+        body.contract,
+        body.metrics,
+        source=body.source,
+        evaluator=body.evaluator,
+        data_hash=body.data_hash,
+        by=who.name,
+    )
     return answer(api.evaluation_checks(repo, ev))
 
 
@@ -83,9 +89,14 @@ def promote(repo: RepoDep, who: Writer, body: PromoteBody) -> MintJSON:
     line = queries.line_of(repo, body.rev)
     check_move(repo, who, line, body.channel, force=body.force)
     move = api.promote(
-        repo, body.rev, body.channel, by=who.name, contract=body.contract, force=body.force,
+        repo,
+        body.rev,
+        body.channel,
+        by=who.name,
+        contract=body.contract,
+        force=body.force,
         reason=body.reason,
-    )  # fmt: skip
+    )
     return answer(move)
 
 

@@ -107,9 +107,14 @@ def token_create(
     access, globs = parse_role(role), check_globs(lines)
     secret = PREFIX + secrets.token_urlsafe(32)
     row = dict(
-        name=name, hash=token_hash(secret), role=access.value, lines=globs,
-        created_at=utcnow(), created_by=by, revoked_at=None,
-    )  # fmt: skip
+        name=name,
+        hash=token_hash(secret),
+        role=access.value,
+        lines=globs,
+        created_at=utcnow(),
+        created_by=by,
+        revoked_at=None,
+    )
     with repo.db.write() as conn:
         if _row(conn, name) is not None:
             raise TokenExists(name)
