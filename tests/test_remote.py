@@ -20,7 +20,7 @@ from mint import errors as e
 from mint import schema as s
 from mint.cli import run_in_process
 from mint.jsonable import to_jsonable
-from mint.remote import wire
+from mint.remote import transfer_client, wire
 from mint.remote.blobs import Progress
 from mint.remote.config import save_token, token_for
 from mint.remote.http import Client
@@ -209,8 +209,11 @@ def test_approving_what_one_made_oneself_does_not_count(sqlite_team, models):
 # --- push, fetch and clone --------------------------------------------------------------------
 
 
-def test_push_fetch_clone_round_trip_every_byte_id_tag_and_evaluation(team, models, tmp_path):
+def test_push_fetch_clone_round_trip_every_byte_id_tag_and_evaluation(
+    team, models, tmp_path, monkeypatch
+):
     t = team
+    monkeypatch.setattr(transfer_client, "OBJECTS_BATCH", 1)  # a request per commit object
     (tmp_path / "prod.toml").write_text(CONTRACT)
     assert t.at("ada", "contract", "add", tmp_path / "prod.toml").code == 0
     a, _ = api.init(tmp_path / "a")

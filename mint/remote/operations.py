@@ -68,7 +68,10 @@ __all__ = [
 
 
 def evaluation_checks(repo: RemoteRepo, ev: Evaluation) -> Evaluation:
-    """Attach the per-metric table for the contract's channel on the commit's line."""
+    """Attach the per-metric table for the contract's channel on the commit's line (the
+    registry's answer to a recorded evaluation carries it already)."""
+    if ev.checks:
+        return ev
     from mint.gates.checks import metric_checks
 
     contract = contract_show(repo, ev.contract, ev.version)

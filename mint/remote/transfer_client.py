@@ -11,6 +11,7 @@ channels never travel: fetch reports where they stand.
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ FETCH_FIRST = "fetch, then push again"
 NOT_FF = "ours does not descend from it (not a fast-forward): " + FETCH_FIRST
 MOVED = "it moved while we pushed: " + FETCH_FIRST
 MAX_HAVES = 100  # local heads named to the registry in one fetch request
+OBJECTS_BATCH = 8 * 1024 * 1024  # bytes of commit objects per request (the server takes 32 MiB)
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,7 @@ def push(
     plan = _plan(repo, specs, {i.name: i.head for i in reads.ls(remote)}, tags, force)
     try:
         sent = upload(remote.client, plan.sources, progress)
-        stored = []
-        if plan.payload["commits"] or plan.payload["evaluations"]:
-            stored = remote.client.post("/objects", plan.payload)["stored"]
+        stored = post_objects(remote, plan.payload)
     except RegistryUnreachable as exc:
         raise RegistryUnreachable(
             f"push stopped: {exc}; no line moved on the registry, and pushing again sends "
@@ -108,6 +108,31 @@ def push(
     return PushResult(
         remote.url, lines, len(stored), sent.blobs, sent.bytes, created, refused + tag_refused
     )
+
+
+def post_objects(remote: RemoteRepo, payload: dict, limit: int | None = None) -> list[str]:
+    """Send PAYLOAD's objects in requests of about LIMIT bytes each, in order: the commits
+    a request refers to were stored by an earlier one. Returns the ids stored."""
+    limit = limit or OBJECTS_BATCH
+    batches, batch, size = [], [], 0
+    for c in payload["commits"]:
+        n = len(json.dumps(c))
+        if batch and size + n > limit:
+            batches.append(batch)
+            batch, size = [], 0
+        batch, size = batch + [c], size + n
+    batches.append(batch)
+    stored: list[str] = []
+    for i, commits in enumerate(batches):
+        last = i == len(batches) - 1
+        body = {
+            "bases": payload["bases"] if i == 0 else [],
+            "commits": commits,
+            "evaluations": payload["evaluations"] if last else [],
+        }
+        if any(body.values()):
+            stored += remote.client.post("/objects", body)["stored"]
+    return stored
 
 
 def _plan(repo: Repo, specs: list[str], heads: dict, tags: bool, force: bool) -> _Plan:
