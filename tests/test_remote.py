@@ -612,3 +612,22 @@ def test_help_loads_no_http_or_database_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_blob_download_is_verified_and_a_redirect_leaves_the_token_home(tmp_path):
+    import hashlib
+
+    data, seen = b"adapter bytes", []
+
+    def handler(request):
+        seen.append((request.url.host, request.headers.get("authorization")))
+        if request.url.host == "registry.test":
+            return httpx.Response(302, headers={"Location": "http://bucket.test/blob"})
+        return httpx.Response(200, content=data)
+
+    client = Client("http://registry.test", "tok", transport=httpx.MockTransport(handler))
+    assert client.download(hashlib.sha256(data).hexdigest(), tmp_path / "good") == len(data)
+    assert seen == [("registry.test", "Bearer tok"), ("bucket.test", None)]
+    with pytest.raises(e.BlobCorrupt):
+        client.download("0" * 64, tmp_path / "bad")
+    assert not (tmp_path / "bad").exists() and (tmp_path / "good").read_bytes() == data

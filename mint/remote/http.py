@@ -45,8 +45,14 @@ class Client:
         headers = {"User-Agent": f"mint/{__version__}"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        # Redirects are followed (a blob may be served from a presigned URL); httpx drops the
+        # Authorization header when a redirect leaves the registry's origin.
         self._http = httpx.Client(
-            base_url=self.url + API, headers=headers, timeout=TIMEOUT, transport=transport
+            base_url=self.url + API,
+            headers=headers,
+            timeout=TIMEOUT,
+            transport=transport,
+            follow_redirects=True,
         )
 
     def close(self) -> None:
