@@ -192,9 +192,6 @@ def test_team_story_writer_maintainers_reader(team, models, tmp_path):
     work.close(), seen.close()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the server's gate does not use protection.excluded_approvers yet"
-)
 def test_approving_what_one_made_oneself_does_not_count(sqlite_team, models):
     t = sqlite_team
     assert t.mint(None, "--repo", t.repo.root, "registry", "protect", "production").code == 0

@@ -91,6 +91,22 @@ def has_held(conn, cid: str, line: str, channel: str) -> bool:
 
 
 def approval_count(conn, cid: str, channel: str) -> int:
+    """Distinct identities that approved CID for CHANNEL; on a protected channel, not the
+    commit's author nor the identity that pushed it (segregation of duties)."""
     a = s.approvals.c
-    q = sa.select(sa.func.count()).where(a.commit_id == cid, a.channel == channel)
+    q = sa.select(sa.func.count(sa.distinct(a.by))).where(a.commit_id == cid, a.channel == channel)
+    excluded = self_approvers(conn, cid, channel)
+    if excluded:
+        q = q.where(a.by.not_in(excluded))
     return conn.execute(q).scalar()
+
+
+def self_approvers(conn, cid: str, channel: str) -> list[str]:
+    """Whose approval of CID does not count for CHANNEL: on a protected channel, the commit's
+    author and its pusher; on any other channel, nobody."""
+    p = s.protected_channels.c
+    if conn.execute(sa.select(p.channel).where(p.channel == channel)).first() is None:
+        return []
+    c = s.commits.c
+    row = conn.execute(sa.select(c.author, c.pushed_by).where(c.id == cid)).first()
+    return sorted({x for x in (row.author, row.pushed_by) if x}) if row else []
