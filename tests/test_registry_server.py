@@ -505,20 +505,15 @@ def pushed_for_release(env, line: str) -> str:
     return ids[0]
 
 
-def test_author_and_pusher_are_excluded_approvers_on_a_protected_channel(env):
-    from mint.registry.protection import excluded_approvers
+def test_author_and_pusher_are_self_approvers_on_a_protected_channel(env):
+    from mint.gates.checks import self_approvers
 
     cid = pushed_for_release(env, "rel")
     with env.repo.db.read() as conn:
-        assert excluded_approvers(conn, cid, "release") == ["maintainer", "maintainer2"]
-        assert excluded_approvers(conn, cid, "staging") == []  # not protected
+        assert self_approvers(conn, cid, "release") == ["maintainer", "maintainer2"]
+        assert self_approvers(conn, cid, "staging") == []  # not protected
 
 
-@pytest.mark.xfail(
-    reason="needs mint.gates.checks.approval_count to leave out "
-    "mint.registry.protection.excluded_approvers (reported to the lead)",
-    strict=False,
-)
 def test_self_approvals_do_not_open_a_protected_gate(env):
     cid = pushed_for_release(env, "rel2")
     approve = {"rev": cid, "channel": "release"}

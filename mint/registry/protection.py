@@ -1,5 +1,6 @@
 """Protected channels: moving one (promote, rollback) needs a role, forcing one needs admin,
-and approvals for it count only from identities other than the commit's author and pusher."""
+and approvals for it count only from identities other than the commit's author and pusher
+(the gate's side of that is `mint.gates.checks.self_approvers`)."""
 
 from __future__ import annotations
 
@@ -68,18 +69,6 @@ def move_role(conn, channel: str) -> Access:
 
 def is_protected(conn, channel: str) -> bool:
     return _row(conn, channel) is not None
-
-
-def excluded_approvers(conn, commit_id: str, channel: str) -> list[str]:
-    """Identities whose approval of COMMIT_ID does not count for CHANNEL: on a protected
-    channel, the commit's author and the identity that pushed it (segregation of duties)."""
-    if not is_protected(conn, channel):
-        return []
-    c = s.commits.c
-    row = conn.execute(sa.select(c.author, c.pushed_by).where(c.id == commit_id)).first()
-    if row is None:
-        return []
-    return sorted({x for x in (row.author, row.pushed_by) if x})
 
 
 def _row(conn, channel: str):
