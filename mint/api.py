@@ -11,10 +11,12 @@ Commits        commit, resolve, log, show, ls, diff, checkout, adapter_config
 Tags           tag, tag_list, tag_delete
 Sets           set_commit, set_spec
 Contracts      contract_add, contract_show, contract_ls
-Evaluations    evaluate, record_evaluation, evaluation_checks
+Evaluations    evaluate, record_evaluation, evaluation_checks, evaluations_of
 Channels       gate, promote, approve, rollback, history, status
 Export         export
 Hub            pull, HubSettings
+Remotes        remote_add, remote_ls, remote_remove, push, fetch, clone, login
+Registry       token_create, token_ls, token_revoke, protect, unprotect, protected_ls
 
 The operations are imported on first use, so that `mint --help` and `mint --version` start
 without loading the database layer.
@@ -32,7 +34,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _REMOTE = "mint.remote.operations"
-_ANY, _LOCAL = True, False  # where an operation runs: anywhere, or only where the repository is
+# Where an operation runs: anywhere (a registry too), only where the repository is, or it
+# takes no repository first (clone takes a URL, login a URL and a token).
+_ANY, _LOCAL, _PLAIN = True, False, None
 
 # name -> (module, attribute, where it runs)
 _OPERATIONS: dict[str, tuple[str, str, bool]] = {
@@ -70,7 +74,21 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "status": ("mint.gates.history", "status", _ANY),
     "export": ("mint.export", "export", _ANY),
     "pull": ("mint.hub.pull", "pull", _LOCAL),
-    "HubSettings": ("mint.hub.settings", "HubSettings", _LOCAL),
+    "HubSettings": ("mint.hub.settings", "HubSettings", _PLAIN),
+    "evaluations_of": ("mint.gates.evaluations", "evaluations_of", _ANY),
+    "remote_add": ("mint.remote.config", "remote_add", _PLAIN),
+    "remote_ls": ("mint.remote.config", "remote_ls", _PLAIN),
+    "remote_remove": ("mint.remote.config", "remote_remove", _PLAIN),
+    "push": ("mint.remote.transfer_client", "push", _LOCAL),
+    "fetch": ("mint.remote.transfer_client", "fetch", _LOCAL),
+    "clone": ("mint.remote.transfer_client", "clone", _PLAIN),
+    "login": ("mint.remote.config", "login", _PLAIN),
+    "token_create": ("mint.registry.tokens", "token_create", _LOCAL),
+    "token_ls": ("mint.registry.tokens", "token_ls", _LOCAL),
+    "token_revoke": ("mint.registry.tokens", "token_revoke", _LOCAL),
+    "protect": ("mint.registry.protection", "protect", _LOCAL),
+    "unprotect": ("mint.registry.protection", "unprotect", _LOCAL),
+    "protected_ls": ("mint.registry.protection", "protected_ls", _LOCAL),
 }
 
 __all__ = [
@@ -80,6 +98,7 @@ __all__ = [
     "base_add",
     "base_ls",
     "checkout",
+    "clone",
     "commit",
     "contract_add",
     "contract_ls",
@@ -88,18 +107,27 @@ __all__ = [
     "diff",
     "evaluate",
     "evaluation_checks",
+    "evaluations_of",
     "export",
+    "fetch",
     "fsck",
     "gate",
     "gc",
     "history",
     "init",
     "log",
+    "login",
     "ls",
     "open_repo",
     "promote",
+    "protect",
+    "protected_ls",
     "pull",
+    "push",
     "record_evaluation",
+    "remote_add",
+    "remote_ls",
+    "remote_remove",
     "resolve",
     "rollback",
     "set_commit",
@@ -109,6 +137,10 @@ __all__ = [
     "tag",
     "tag_delete",
     "tag_list",
+    "token_create",
+    "token_ls",
+    "token_revoke",
+    "unprotect",
 ]  # the keys of _OPERATIONS (a test keeps them equal)
 
 
@@ -118,7 +150,7 @@ def __getattr__(name: str) -> Any:
     except KeyError:
         raise AttributeError(f"module 'mint.api' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), attr)
-    if not isinstance(value, type):  # HubSettings is a class, not an operation
+    if anywhere is not _PLAIN:
         value = _dispatching(name, value, anywhere)
     globals()[name] = value  # the next access is a plain attribute lookup
     return value
@@ -161,6 +193,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.commits.operations import resolve_rev as resolve
     from mint.export import export
     from mint.gates.contracts import contract_add, contract_ls, contract_show
+    from mint.gates.evaluations import evaluations_of
     from mint.gates.evaluations import record as record_evaluation
     from mint.gates.evaluator import run_evaluator as evaluate
     from mint.gates.history import history, status
@@ -169,5 +202,9 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.hub.settings import HubSettings
     from mint.maintenance import fsck, gc
     from mint.refs.tags import tag, tag_delete, tag_list
+    from mint.registry.protection import protect, protected_ls, unprotect
+    from mint.registry.tokens import token_create, token_ls, token_revoke
+    from mint.remote.config import login, remote_add, remote_ls, remote_remove
+    from mint.remote.transfer_client import clone, fetch, push
     from mint.repo import db_upgrade, init, open_repo
     from mint.sets.operations import set_commit, set_spec

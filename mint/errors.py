@@ -31,7 +31,9 @@ class RepoExists(MintError, FileExistsError):
 
 class SchemaOutdated(MintError):
     def __init__(self, current: str | None, head: str):
-        super().__init__(f"the metadata database is at schema {current or 'none'}, this mint needs {head}")
+        super().__init__(
+            f"the metadata database is at schema {current or 'none'}, this mint needs {head}"
+        )
         self.current, self.head = current, head
 
 
@@ -88,7 +90,8 @@ class TagExists(RefExists):
 class BaseExists(RefExists):
     def __init__(self, name: str, fingerprint: str):
         super().__init__(
-            f"base {name} is already registered with another config (fingerprint {fingerprint[:12]})"
+            f"base {name} is already registered with another config "
+            f"(fingerprint {fingerprint[:12]})"
         )
         self.name, self.fingerprint = name, fingerprint
 
@@ -221,7 +224,8 @@ class GateRefused(MintError):
     """The promotion gate said no. Carries the report for the CLI to render."""
 
     def __init__(self, report):
-        super().__init__(f"gate refused {report.commit_id[:12]} for {report.line}@{report.channel}")
+        where = f"{report.line}@{report.channel}"
+        super().__init__(f"gate refused {report.commit_id[:12]} for {where}")
         self.report = report
 
 
@@ -249,9 +253,7 @@ class NotFastForward(MintError):
     """A line head may only move to a descendant of where it is, unless forced."""
 
     def __init__(self, line: str, head: str, new: str):
-        super().__init__(
-            f"line {line} is at {head[:12]}, and {new[:12]} does not descend from it"
-        )
+        super().__init__(f"line {line} is at {head[:12]}, and {new[:12]} does not descend from it")
         self.line, self.head, self.new = line, head, new
 
 

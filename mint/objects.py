@@ -237,6 +237,7 @@ class Evaluation:
     by: str
     at: str
     checks: list[Check] = field(default_factory=list)
+    pushed_by: str | None = None  # who pushed it to this registry, when it came by push
 
 
 @dataclass(frozen=True)

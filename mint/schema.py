@@ -162,6 +162,8 @@ evaluations = sa.Table(
     sa.Column("data_hash", sa.String(64), nullable=True),
     sa.Column("by", sa.String(200), nullable=False),
     sa.Column("at", TS, nullable=False),
+    # The identity that pushed it to this registry (`by` is who ran it, as recorded there).
+    sa.Column("pushed_by", sa.String(200), nullable=True),
     sa.Index("ix_evaluations_commit_id_contract_id_id", "commit_id", "contract_id", "id"),
 )
 

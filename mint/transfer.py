@@ -197,7 +197,7 @@ def import_objects(repo: Repo, payload: dict, *, pushed_by: str | None) -> Impor
             _receive_base(conn, b)
         stored, present = _receive_commits(repo, conn, commits, pushed_by)
         for ev in evaluations:
-            _receive_evaluation(conn, ev)
+            _receive_evaluation(conn, ev, pushed_by)
     return ImportResult(stored, present)
 
 
@@ -265,7 +265,7 @@ def _check_refers(repo: Repo, conn, c: rows.NewCommit) -> None:
             )
 
 
-def _receive_evaluation(conn, wire: dict) -> None:
+def _receive_evaluation(conn, wire: dict, pushed_by: str | None) -> None:
     try:
         contract, commit = dict(wire["contract"]), str(wire["commit"])
         name, version = str(contract["name"]), int(contract["version"])
@@ -284,7 +284,9 @@ def _receive_evaluation(conn, wire: dict) -> None:
         raise InvalidObject("malformed evaluation object") from None
     if body["name"] != name:
         raise InvalidObject(f"contract source names {body['name']}, not {name}")
-    row["contract_id"] = _receive_contract(conn, name, version, body, str(contract["source"]))
+    source = str(contract["source"])
+    row["contract_id"] = _receive_contract(conn, name, version, body, source, pushed_by)
+    row["pushed_by"] = pushed_by
     e = s.evaluations.c
     same = sa.select(e.id).where(
         e.commit_id == commit, e.contract_id == row["contract_id"], e.by == row["by"], e.at == at
@@ -293,7 +295,7 @@ def _receive_evaluation(conn, wire: dict) -> None:
         conn.execute(s.evaluations.insert().values(**row))
 
 
-def _receive_contract(conn, name: str, version: int, body: dict, source: str) -> str:
+def _receive_contract(conn, name: str, version: int, body: dict, source: str, by) -> str:
     cid = object_id({"version": version, "body": body})
     c = s.contracts.c
     found = conn.execute(sa.select(c.id).where(c.name == name, c.version == version)).scalar()
@@ -308,7 +310,7 @@ def _receive_contract(conn, name: str, version: int, body: dict, source: str) ->
                 lines=body["lines"],
                 source=source,
                 created_at=utcnow(),
-                created_by="push",
+                created_by=by or "push",
             )
         )
     elif found != cid:

@@ -1,4 +1,4 @@
-"""the registry: tokens, protected channels, who pushed each commit
+"""the registry: tokens, protected channels, who pushed each commit and evaluation
 
 Revision ID: 0002
 Revises: 0001
@@ -38,12 +38,14 @@ def upgrade() -> None:
         sa.Column("created_by", sa.String(length=200), nullable=False),
         sa.PrimaryKeyConstraint("channel", name=op.f("pk_protected_channels")),
     )
-    with op.batch_alter_table("commits") as batch:
-        batch.add_column(sa.Column("pushed_by", sa.String(length=200), nullable=True))
+    for table in ("commits", "evaluations"):
+        with op.batch_alter_table(table) as batch:
+            batch.add_column(sa.Column("pushed_by", sa.String(length=200), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("commits") as batch:
-        batch.drop_column("pushed_by")
+    for table in ("evaluations", "commits"):
+        with op.batch_alter_table(table) as batch:
+            batch.drop_column("pushed_by")
     op.drop_table("protected_channels")
     op.drop_table("tokens")

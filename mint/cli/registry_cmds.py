@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from mint import api
 from mint.cli._common import current_user, json_option
 from mint.cli._output import echo, emit_json, safe, table, warn
 
@@ -59,9 +60,7 @@ def token() -> None:
 @click.pass_obj
 def token_create(ctx, name: str, role: str, lines: tuple[str, ...], as_json: bool) -> None:
     """Make a token NAME; it is printed this once (only its hash is kept)."""
-    from mint.registry.tokens import token_create as create
-
-    made = create(_local_repo(ctx), name, role, list(lines), by=current_user())
+    made = api.token_create(_local_repo(ctx), name, role, list(lines), by=current_user())
     if as_json:
         return emit_json(made)
     echo(made.token)
@@ -73,9 +72,7 @@ def token_create(ctx, name: str, role: str, lines: tuple[str, ...], as_json: boo
 @click.pass_obj
 def token_ls(ctx, as_json: bool) -> None:
     """Every token (never its secret), revoked ones marked."""
-    from mint.registry.tokens import token_ls as ls
-
-    items = ls(_local_repo(ctx))
+    items = api.token_ls(_local_repo(ctx))
     if as_json:
         return emit_json(items)
     rows = [
@@ -98,9 +95,7 @@ def token_ls(ctx, as_json: bool) -> None:
 @click.pass_obj
 def token_revoke(ctx, name: str, as_json: bool) -> None:
     """Revoke the token NAME at once (its name stays taken)."""
-    from mint.registry.tokens import token_revoke as revoke
-
-    info = revoke(_local_repo(ctx), name)
+    info = api.token_revoke(_local_repo(ctx), name)
     emit_json(info) if as_json else echo(f"revoked token {safe(info.name)}")
 
 
@@ -112,9 +107,7 @@ def token_revoke(ctx, name: str, as_json: bool) -> None:
 def protect(ctx, channel: str, role: str, as_json: bool) -> None:
     """Moving CHANNEL (on any line) needs ROLE; forcing it needs admin; approvals for it count
     only from others than the commit's author and pusher."""
-    from mint.registry.protection import protect as run
-
-    p = run(_local_repo(ctx), channel, role, by=current_user())
+    p = api.protect(_local_repo(ctx), channel, role, by=current_user())
     emit_json(p) if as_json else echo(f"{p.channel} is protected: moving it needs {p.role}")
 
 
@@ -124,9 +117,7 @@ def protect(ctx, channel: str, role: str, as_json: bool) -> None:
 @click.pass_obj
 def unprotect(ctx, channel: str, as_json: bool) -> None:
     """CHANNEL moves for writers again."""
-    from mint.registry.protection import unprotect as run
-
-    was = run(_local_repo(ctx), channel)
+    was = api.unprotect(_local_repo(ctx), channel)
     if as_json:
         return emit_json({"channel": channel, "was": was})
     echo(
@@ -139,9 +130,7 @@ def unprotect(ctx, channel: str, as_json: bool) -> None:
 @click.pass_obj
 def protected(ctx, as_json: bool) -> None:
     """The protected channels and the role each needs."""
-    from mint.registry.protection import protected_ls
-
-    items = protected_ls(_local_repo(ctx))
+    items = api.protected_ls(_local_repo(ctx))
     if as_json:
         return emit_json(items)
     rows = [[p.channel, p.role, p.created_at[:19], p.created_by] for p in items]

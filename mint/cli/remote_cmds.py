@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from mint import api
 from mint.cli._common import Context, current_user, json_option
 from mint.cli._output import echo, emit_json, short
 
@@ -74,9 +75,8 @@ def remote() -> None:
 @click.pass_obj
 def remote_add(ctx: Context, name: str, url: str, as_json: bool) -> None:
     """Record the registry at URL as remote NAME."""
-    from mint.remote.config import remote_add as add
 
-    r = add(_local(ctx, "remote add").mint_dir, name, url)
+    r = api.remote_add(_local(ctx, "remote add").mint_dir, name, url)
     emit_json(r) if as_json else echo(f"remote {r.name}: {r.url}")
 
 
@@ -85,9 +85,8 @@ def remote_add(ctx: Context, name: str, url: str, as_json: bool) -> None:
 @click.pass_obj
 def remote_ls(ctx: Context, as_json: bool) -> None:
     """The remotes, by name."""
-    from mint.remote.config import remote_ls as ls
 
-    items = ls(_local(ctx, "remote ls").mint_dir)
+    items = api.remote_ls(_local(ctx, "remote ls").mint_dir)
     if as_json:
         return emit_json(items)
     for r in items:
@@ -100,9 +99,8 @@ def remote_ls(ctx: Context, as_json: bool) -> None:
 @click.pass_obj
 def remote_remove(ctx: Context, name: str, as_json: bool) -> None:
     """Forget remote NAME (the registry is not touched)."""
-    from mint.remote.config import remote_remove as remove
 
-    r = remove(_local(ctx, "remote remove").mint_dir, name)
+    r = api.remote_remove(_local(ctx, "remote remove").mint_dir, name)
     emit_json(r) if as_json else echo(f"removed remote {r.name} ({r.url})")
 
 
@@ -118,12 +116,11 @@ def remote_remove(ctx: Context, name: str, as_json: bool) -> None:
 @click.pass_obj
 def push(ctx: Context, remote_name, specs, tags, force, as_json) -> None:
     """Send LINE (or LINE@REV) to REMOTE: the blobs and commits it lacks, then the head."""
-    from mint.remote.transfer_client import push as run
 
     repo = _local(ctx, "push")
     target = _registry(ctx, remote_name)
     try:
-        r = run(repo, target, list(specs), tags=tags, force=force, progress=_Bar("push"))
+        r = api.push(repo, target, list(specs), tags=tags, force=force, progress=_Bar("push"))
     finally:
         target.close()
     if as_json:
@@ -152,12 +149,11 @@ def _refused(messages: list[str]) -> None:
 @click.pass_obj
 def fetch(ctx: Context, remote_name, lines, as_json) -> None:
     """Bring LINEs (default: all) from REMOTE with their tags and evaluations."""
-    from mint.remote.transfer_client import fetch as run
 
     repo = _local(ctx, "fetch")
     source = _registry(ctx, remote_name)
     try:
-        r = run(repo, source, list(lines) or None, by=current_user(), progress=_Bar("fetch"))
+        r = api.fetch(repo, source, list(lines) or None, by=current_user(), progress=_Bar("fetch"))
     finally:
         source.close()
     emit_json(r) if as_json else _fetched(r)
@@ -189,9 +185,8 @@ def _fetched(r) -> None:
 def clone(url, directory, lines, db_url, as_json) -> None:
     """A new repository in DIRECTORY from the registry at URL (its remote "origin")."""
     from mint.remote.config import token_for
-    from mint.remote.transfer_client import clone as run
 
-    r = run(
+    r = api.clone(
         url,
         directory,
         token=token_for(url, os.environ),
@@ -213,23 +208,16 @@ def clone(url, directory, lines, db_url, as_json) -> None:
 @json_option
 def login(url, as_json) -> None:
     """Keep the token read from standard input for the registry at URL (checked first)."""
-    from mint.remote.config import config_dir, save_token
-    from mint.remote.repo import RemoteRepo
+    from mint.remote.config import config_dir
 
     if sys.stdin.isatty():
         token = click.prompt("Token", hide_input=True, err=True)
     else:
         token = click.get_text_stream("stdin").read().strip()
-    registry = RemoteRepo(url, token)
-    try:
-        who = registry.whoami()  # a wrong token is refused before it is kept
-    finally:
-        registry.close()
-    path = save_token(config_dir(os.environ), url, token)
-    result = {"url": registry.url, "name": who["name"], "role": who["role"], "file": str(path)}
+    r = api.login(url, token, folder=config_dir(os.environ))
     if as_json:
-        return emit_json(result)
-    echo(f"logged in to {registry.url} as {who['name']} ({who['role']}); token kept in {path}")
+        return emit_json(r)
+    echo(f"logged in to {r.url} as {r.name} ({r.role}); token kept in {r.file}")
 
 
 def register(cli: click.Group) -> None:

@@ -88,6 +88,7 @@ def evaluation(conn, eid: int) -> Evaluation:
         r.data_hash,
         r.by,
         iso(r.at),
+        pushed_by=r.pushed_by,
     )
 
 
@@ -107,3 +108,12 @@ def latest_evaluation_any_version(conn, commit_id: str, name: str):
     return conn.execute(
         q.order_by(s.contracts.c.version.desc(), s.evaluations.c.id.desc()).limit(1)
     ).first()
+
+
+def evaluations_of(repo: Repo, rev: str) -> list[Evaluation]:
+    """Every evaluation recorded for the commit REV names, oldest first."""
+    with repo.db.read() as conn:
+        cid = resolve(conn, rev).id
+        e = s.evaluations.c
+        ids = conn.execute(sa.select(e.id).where(e.commit_id == cid).order_by(e.id)).scalars()
+        return [evaluation(conn, i) for i in ids]

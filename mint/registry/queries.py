@@ -7,8 +7,6 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits import rows
-from mint.gates.evaluations import evaluation
-from mint.objects import Evaluation
 from mint.refs import resolve
 from mint.repo import Repo
 
@@ -29,15 +27,6 @@ def blob_lines(repo: Repo, blob_id: str) -> list[str]:
     )
     with repo.db.read() as conn:
         return sorted(conn.execute(q).scalars())
-
-
-def evaluations_of(repo: Repo, rev: str) -> list[Evaluation]:
-    """Every evaluation recorded for the commit REV names, oldest first."""
-    with repo.db.read() as conn:
-        cid = resolve(conn, rev).id
-        e = s.evaluations.c
-        ids = conn.execute(sa.select(e.id).where(e.commit_id == cid).order_by(e.id)).scalars()
-        return [evaluation(conn, i) for i in ids]
 
 
 def commit_lines(repo: Repo, ids: list[str]) -> dict[str, str]:

@@ -8,7 +8,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from mint import api, objects
-from mint.registry import queries
 from mint.registry.auth import Reader, RepoDep, check_line, check_rev, visible
 from mint.registry.models import Name, Resolved, Rev, WhoAmI
 from mint.registry.render import MintJSON, answer
@@ -115,4 +114,4 @@ def gate(
 @router.get("/evaluations", response_model=list_of(objects.Evaluation))
 def evaluations(repo: RepoDep, who: Reader, rev: RevQuery) -> MintJSON:
     check_rev(repo, who, rev)
-    return answer(queries.evaluations_of(repo, rev))
+    return answer(api.evaluations_of(repo, rev))

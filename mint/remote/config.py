@@ -137,3 +137,24 @@ def _write(path: Path, data: dict, *, private: bool) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class Login:
+    url: str
+    name: str  # the identity the registry knows the token by
+    role: str
+    file: str  # where the token is kept, readable by its owner alone
+
+
+def login(url: str, token: str, *, folder: Path) -> Login:
+    """Check TOKEN against the registry at URL, then keep it in FOLDER's token file."""
+    from mint.remote.repo import RemoteRepo
+
+    registry = RemoteRepo(url, token)
+    try:
+        who = registry.whoami()  # a wrong token is refused before it is kept
+    finally:
+        registry.close()
+    path = save_token(folder, url, token)
+    return Login(registry.url, who["name"], who["role"], str(path))

@@ -22,6 +22,7 @@ from mint.remote.reads import (
     contract_ls,
     contract_show,
     diff,
+    evaluations_of,  # noqa: F401  (re-exported: the façade dispatches by name)
     gate,
     history,
     latest_evaluation,
