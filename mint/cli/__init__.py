@@ -30,8 +30,9 @@ from mint.cli._common import Context
 @click.option(
     "--repo",
     "repo_path",
-    metavar="DIR",
-    help="The repository (default: found from the current folder, or MINT_REPO).",
+    metavar="DIR|URL",
+    help="The repository: a folder, or a registry's URL (default: found from the current "
+    "folder, or MINT_REPO).",
 )
 @click.version_option(__version__, prog_name="mint")
 @click.pass_context

@@ -25,7 +25,8 @@ def cli_error_mappings() -> dict[type[Exception], tuple[Hint, int]]:
     from mint import errors as e
 
     codes = {e.GateRefused: EXIT_GATE, e.ForceNeedsReason: EXIT_USAGE}
-    hints = {**_store_hints(e), **_input_hints(e), **_hub_hints(e), **_runtime_hints()}
+    hints = {**_store_hints(e), **_input_hints(e), **_hub_hints(e), **_registry_hints(e)}
+    hints |= _runtime_hints()
     hints |= {e.GateRefused: None, e.MintError: None}
     return {klass: (hint, codes.get(klass, EXIT_ERROR)) for klass, hint in hints.items()}
 
@@ -72,6 +73,18 @@ def _hub_hints(e) -> dict:
         e.HubRevisionNotFound: lambda x: _known_refs(x.known),
         e.HubGated: "accept the repo's conditions on the hub, then set HF_TOKEN to a token "
         "of that account",
+    }
+
+
+def _registry_hints(e) -> dict:
+    return {
+        e.Unauthenticated: "set MINT_TOKEN, or run `mint login URL`",
+        e.Forbidden: "ask an admin for a token with that role, or for those lines",
+        e.TokenExists: "choose another name; a revoked token's name stays taken",
+        e.UnknownToken: "see `mint registry token ls`",
+        e.RegistryUnreachable: "check the URL, and that `mint registry serve` runs there",
+        e.NotFastForward: "fetch, then push again (or --force, as a maintainer)",
+        e.MissingObjects: "push what it refers to first (mint push sends it all in order)",
     }
 
 
