@@ -52,11 +52,11 @@ def export(repo: Repo, rev: str, fmt: str, dest: str | os.PathLike) -> ExportRes
     else:
         adapters = {detail.line: str(dest.resolve())}
         ranks = [detail.peft["r"]]
-    extra = _vllm(detail, dest, adapters, ranks) if fmt == "vllm" else []
+    extra = write_vllm_files(detail, dest, adapters, ranks) if fmt == "vllm" else []
     return ExportResult(detail.id, fmt, str(dest), adapters, extra)
 
 
-def _vllm(detail, dest: Path, adapters: dict[str, str], ranks: list[int]) -> list[str]:
+def write_vllm_files(detail, dest: Path, adapters: dict[str, str], ranks: list[int]) -> list[str]:
     base = detail.base or ""
     modules = [
         {"name": name, "path": path, "base_model_name": base} for name, path in adapters.items()

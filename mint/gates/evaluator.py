@@ -38,8 +38,8 @@ def run_evaluator(repo: Repo, rev: str, contract: str, *, by: str) -> Evaluation
         argv = [
             a.replace("{checkout}", str(checkout)).replace("{commit}", cid) for a in ev["command"]
         ]
-        metrics = _parse_output(_run(argv, ev["timeout"]), row.body)
-    data_hash = _hash_data(ev.get("data"))
+        metrics = parse_metrics(run_command(argv, ev["timeout"]), row.body)
+    data_hash = hash_data(ev.get("data"))
     info = {"command": ev["command"], "version": ev.get("version"), "mint": __version__}
     return record(
         repo,
@@ -53,7 +53,7 @@ def run_evaluator(repo: Repo, rev: str, contract: str, *, by: str) -> Evaluation
     )
 
 
-def _run(argv: list[str], timeout: float) -> str:
+def run_command(argv: list[str], timeout: float) -> str:
     try:
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -79,7 +79,7 @@ def _run(argv: list[str], timeout: float) -> str:
     return out
 
 
-def _parse_output(out: str, body: dict) -> dict:
+def parse_metrics(out: str, body: dict) -> dict:
     """One JSON object on stdout (the whole output, or else its last non-empty line)."""
     candidates = [out.strip()] + [l for l in reversed(out.strip().splitlines()) if l.strip()][:1]
     for text in candidates:
@@ -100,7 +100,7 @@ def _parse_output(out: str, body: dict) -> dict:
     )
 
 
-def _hash_data(path: str | None) -> str | None:
+def hash_data(path: str | None) -> str | None:
     if not path:
         return None
     from mint.store import sha256_file

@@ -129,11 +129,11 @@ def set_commit(
 ) -> CommitResult:
     """Pin every member of mol.toml to a commit of the registry and record a set commit."""
     from mint.sets.mol import parse_mol
-    from mint.sets.operations import _pinned, _read_prompt, roles
+    from mint.sets.operations import pinned_config, read_prompt, roles
 
     check_text("message", message)
     mol = parse_mol(path)
-    prompts = {p: _read_prompt(mol.folder, p) for p in (mol.route_prompt, mol.summary_prompt)}
+    prompts = {p: read_prompt(mol.folder, p) for p in (mol.route_prompt, mol.summary_prompt)}
     base = _named(ops.base_ls(repo), mol.base)
     members = [_member(repo, role, label, ref, base) for role, label, ref in roles(mol)]
     head, head_tree = line_head(repo, mol.name, Kind.SET)
@@ -149,7 +149,7 @@ def set_commit(
         created_at=utcnow().isoformat(),
         meta={},
         provenance=dict(provenance or {}),
-        config=_pinned(mol, members),
+        config=pinned_config(mol, members),
         members=members,
     )
     if head_tree == new.tree:

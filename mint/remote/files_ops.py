@@ -51,7 +51,7 @@ def _layout(repo: RemoteRepo, detail: CommitDetail):
 
 def export(repo: RemoteRepo, rev: str, fmt: str, dest: str | os.PathLike):
     """Write REV as PEFT folders, or ready for vLLM, from the registry's bytes."""
-    from mint.export import FORMATS, ExportResult, _vllm
+    from mint.export import FORMATS, ExportResult, write_vllm_files
 
     if fmt not in FORMATS:
         raise InvalidConfig(f"unknown export format {fmt!r} (use {' or '.join(FORMATS)})")
@@ -66,13 +66,13 @@ def export(repo: RemoteRepo, rev: str, fmt: str, dest: str | os.PathLike):
     else:
         adapters = {detail.line: str(dest.resolve())}
         ranks = [detail.peft["r"]]
-    extra = _vllm(detail, dest, adapters, ranks) if fmt == "vllm" else []
+    extra = write_vllm_files(detail, dest, adapters, ranks) if fmt == "vllm" else []
     return ExportResult(detail.id, fmt, str(dest), adapters, extra)
 
 
 def evaluate(repo: RemoteRepo, rev: str, contract: str, *, by: str) -> Evaluation:
     """Run CONTRACT's evaluator here on a checkout of REV; record the result on the registry."""
-    from mint.gates.evaluator import _hash_data, _parse_output, _run
+    from mint.gates.evaluator import hash_data, parse_metrics, run_command
     from mint.remote.operations import record_evaluation
 
     c = reads.contract_show(repo, contract)
@@ -88,7 +88,7 @@ def evaluate(repo: RemoteRepo, rev: str, contract: str, *, by: str) -> Evaluatio
         argv = [
             a.replace("{checkout}", str(folder)).replace("{commit}", cid) for a in ev["command"]
         ]
-        metrics = _parse_output(_run(argv, ev["timeout"]), {"metrics": c.metrics})
+        metrics = parse_metrics(run_command(argv, ev["timeout"]), {"metrics": c.metrics})
     info = {"command": ev["command"], "version": ev.get("version"), "mint": __version__}
     return record_evaluation(
         repo,
@@ -97,7 +97,7 @@ def evaluate(repo: RemoteRepo, rev: str, contract: str, *, by: str) -> Evaluatio
         metrics,
         source=EvalSource.EVALUATOR,
         evaluator=info,
-        data_hash=_hash_data(ev.get("data")),
+        data_hash=hash_data(ev.get("data")),
         by=by,
     )
 

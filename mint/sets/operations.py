@@ -30,7 +30,7 @@ def set_commit(
     """Resolve every member to a commit id, store the prompts, and record a set commit."""
     check_text("message", message)
     mol = parse_mol(path)
-    prompts = {p: _read_prompt(mol.folder, p) for p in (mol.route_prompt, mol.summary_prompt)}
+    prompts = {p: read_prompt(mol.folder, p) for p in (mol.route_prompt, mol.summary_prompt)}
     with repo.db.read() as conn:
         base = get_base(conn, mol.base)
         members = [_member(conn, role, label, ref, base) for role, label, ref in roles(mol)]
@@ -48,7 +48,7 @@ def set_commit(
         created_at=now.isoformat(),
         meta={},
         provenance=dict(provenance or {}),
-        config=_pinned(mol, members),
+        config=pinned_config(mol, members),
         members=members,
     )
     if head_tree == new.tree:
@@ -68,7 +68,7 @@ def roles(mol: MolFile):
     yield Role.SUMMARY, "summary", mol.summary
 
 
-def _read_prompt(folder: Path, rel: str) -> bytes:
+def read_prompt(folder: Path, rel: str) -> bytes:
     """A prompt's bytes: a regular file inside FOLDER (no link on the way), UTF-8 text."""
     safe_relpath(rel)
     path = folder
@@ -104,7 +104,7 @@ def _member(conn, role: Role, label: str, ref: str, base) -> Member:
     return Member(role, label, cid, ref)
 
 
-def _pinned(mol: MolFile, members: list[Member]) -> dict:
+def pinned_config(mol: MolFile, members: list[Member]) -> dict:
     """The set's configuration with every adapter as an exact commit id."""
     by = {(m.role, m.label): m.commit_id for m in members}
     return {
