@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from mint.errors import InvalidConfig
 from mint.objects import AdapterFiles, SetSpec
 from mint.runtime import prompts
+from mint.runtime.decoding import Generation, GenRow, generate_rows
 from mint.runtime.errors import UnknownModel
 from mint.runtime.loader import SharedBase, adapter_name
-from mint.runtime.router import RouteDecision, decide, label_sequences, score_continuations
+from mint.runtime.router import RouteDecision, decide, label_sequences, score_batch
 
 Verify = Callable[[SetSpec], None]
-
-
-@dataclass(frozen=True)
-class Generation:
-    """Greedy output of one adapter: text, token counts and why it stopped."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str  # "stop" (end token) or "length"
 
 
 def members(spec: SetSpec) -> dict[str, AdapterFiles]:
@@ -79,41 +69,41 @@ class Engine:
 
     def route(self, messages: Sequence[dict]) -> RouteDecision:
         """Pick a label for the conversation; the set's default when routing cannot run."""
+        return self.route_many([messages])[0]
+
+    def route_many(self, conversations: Sequence[Sequence[dict]]) -> list[RouteDecision]:
+        """A label for each conversation, all scored in one forward pass of the router."""
         labels, tokenizer = list(self.spec.labels), self.base.tokenizer
         try:
             width = max(len(ids) for ids in self._label_ids)
-            head, body = prompts.route_text(self.spec.route_prompt, messages)
-            prompt = prompts.encode_prompt(tokenizer, head, body, self.base.max_positions - width)
+            budget = self.base.max_positions - width
+            batch = [
+                prompts.encode_prompt(
+                    tokenizer, *prompts.route_text(self.spec.route_prompt, m), budget
+                )
+                for m in conversations
+            ]
             with self.base.using(self.router) as model:
                 pad = tokenizer.pad_token_id
-                scores = score_continuations(model, prompt, self._label_ids, pad)
+                scores = score_batch(model, batch, self._label_ids, pad)
         except Exception as exc:  # noqa: BLE001 - routing must always produce a label
             why = f"routing failed: {type(exc).__name__}: {exc}"
-            return RouteDecision(self.spec.default, {}, why)
-        return decide(labels, scores, self.spec.default)
+            return [RouteDecision(self.spec.default, {}, why) for _ in conversations]
+        return [decide(labels, s, self.spec.default) for s in scores]
+
+    def prompt(self, head: str, body: str, max_new_tokens: int) -> list[int]:
+        """A prompt's ids, cut to leave room for `max_new_tokens`."""
+        budget = self.base.max_positions - max_new_tokens
+        return prompts.encode_prompt(self.base.tokenizer, head, body, budget)
 
     def generate(self, adapter: str, head: str, body: str, max_new_tokens: int) -> Generation:
         """Greedy decoding with one adapter active."""
-        import torch
-        from transformers import GenerationConfig
+        row = GenRow(adapter, self.prompt(head, body, max_new_tokens), max_new_tokens)
+        return self.generate_many([row])[0]
 
-        tok = self.base.tokenizer
-        prompt = prompts.encode_prompt(tok, head, body, self.base.max_positions - max_new_tokens)
-        ids = torch.tensor([prompt])
-        config = GenerationConfig(
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            pad_token_id=tok.pad_token_id,
-            eos_token_id=tok.eos_token_id,
-        )
-        with self.base.using(adapter) as model:
-            out = model.generate(
-                input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config
-            )
-        new = out[0, len(prompt) :].tolist()
-        stopped = bool(new) and new[-1] == tok.eos_token_id
-        text = tok.decode(new, skip_special_tokens=True).strip()
-        return Generation(text, len(prompt), len(new), "stop" if stopped else "length")
+    def generate_many(self, rows: Sequence[GenRow]) -> list[Generation]:
+        """Greedy decoding of many rows together, each with its own adapter (see decoding)."""
+        return generate_rows(self.base, rows)
 
     def answer(self, label: str, messages: Sequence[dict], max_new_tokens: int) -> Generation:
         """The answer of expert `label`, which sees others' turns only as summaries."""

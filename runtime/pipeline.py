@@ -1,18 +1,25 @@
-"""One turn of a MoL conversation: route, answer with the chosen expert, summarise the turn."""
+"""Turns of a MoL conversation: route, answer with the chosen expert, summarise the turn.
+
+`run_turns(engine, jobs)` runs a batch of turns on one set version, stage by stage: the route
+stage of every routed job is one forward pass of the router, the answers are decoded together
+(each row with its expert's adapter), then the summaries. `run_turn` is a batch of one.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mint.runtime import prompts
+from mint.runtime.decoding import Generation, GenRow
 from mint.runtime.engine import Engine
 from mint.runtime.errors import EmptyConversation, UnknownModel
 
 DEFAULT_MAX_NEW_TOKENS = 24
 DEFAULT_SUMMARY_TOKENS = 12
-STAGES = ("route", "answer", "summary")  # timed in this order; `total` spans them
+STAGES = ("route", "answer", "summary")  # timed in this order
+# latency also has `queue` (waiting for the batch to start) and `total` (queue and stages)
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class TurnResult:
     latency: dict[str, float] = field(default_factory=dict)
     route_fallback: str | None = None  # why the default label was used, when it was
     direct: bool = False  # the caller named the expert; no routing ran
+    batch: int = 1  # how many turns ran together in this one's batch
 
     def message(self) -> dict:
         """The assistant message to append to the conversation for the next turn."""
@@ -39,6 +47,39 @@ class TurnResult:
             "content": self.answer,
             "mint": {"route": self.route, "summary": self.summary},
         }
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class TurnJob:
+    """One turn to run in a batch: the conversation, who answers, limits and the caller's hooks.
+
+    `on_route(label, fallback)` is called once the route stage has run (before any answer
+    token); `on_text(delta)` receives the answer as it is decoded; `cancelled()` returning True
+    stops the job's answer and skips its summary. `queued` is how long it waited (seconds)."""
+
+    messages: Sequence[dict]
+    expert: str | None = None
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    summary_tokens: int = DEFAULT_SUMMARY_TOKENS
+    on_route: Callable[[str, str | None], None] | None = None
+    on_text: Callable[[str], None] | None = None
+    cancelled: Callable[[], bool] = _never
+    queued: float = 0.0
+
+
+def check_turn(engine: Engine, messages: Sequence[dict], expert: str | None) -> None:
+    """Refuse a turn that cannot run: no user message (EmptyConversation), an expert the
+    version does not have (UnknownModel)."""
+    if not any(
+        m.get("role") == "user" and prompts.text_of(m.get("content")).strip() for m in messages
+    ):
+        raise EmptyConversation("the conversation has no user message")
+    if expert is not None and expert not in engine.experts:
+        raise UnknownModel(expert, engine.spec.name)
 
 
 def run_turn(
@@ -55,32 +96,89 @@ def run_turn(
     `mint.route`/`mint.summary` (as `TurnResult.message()` does) are shown verbatim to the
     expert that wrote them and as their summary to every other expert.
     """
-    if not any(
-        m.get("role") == "user" and prompts.text_of(m.get("content")).strip() for m in messages
-    ):
-        raise EmptyConversation("the conversation has no user message")
-    if expert is not None and expert not in engine.experts:
-        raise UnknownModel(expert, engine.spec.name)
+    check_turn(engine, messages, expert)
+    job = TurnJob(messages, expert, max_new_tokens, summary_tokens)
+    return run_turns(engine, [job])[0]
+
+
+def run_turns(engine: Engine, jobs: Sequence[TurnJob]) -> list[TurnResult]:
+    """Run checked jobs together on one version, stage by stage; results in job order."""
     clock = [time.perf_counter()]
-    decision = engine.route(messages) if expert is None else None
-    label = decision.label if decision else expert
+    routed = [job for job in jobs if job.expert is None]
+    decisions = iter(engine.route_many([job.messages for job in routed]) if routed else [])
+    picks = [
+        (job.expert, None) if job.expert is not None else _pick(next(decisions)) for job in jobs
+    ]
+    for job, (label, fallback) in zip(jobs, picks):
+        if job.on_route is not None:
+            job.on_route(label, fallback)
     clock.append(time.perf_counter())
-    answer = engine.answer(label, messages, max_new_tokens)
+    answers = engine.generate_many([_answer_row(engine, job, p[0]) for job, p in zip(jobs, picks)])
     clock.append(time.perf_counter())
-    summary = engine.summarize(prompts.last_user(messages), answer.text, summary_tokens)
+    summaries = _summaries(engine, jobs, answers)
     clock.append(time.perf_counter())
-    latency = {stage: clock[i + 1] - clock[i] for i, stage in enumerate(STAGES)}
-    latency["total"] = clock[-1] - clock[0]
+    stages = {stage: clock[i + 1] - clock[i] for i, stage in enumerate(STAGES)}
+    return [
+        _result(engine, job, label, fallback, answer, summary, stages, len(jobs))
+        for job, (label, fallback), answer, summary in zip(jobs, picks, answers, summaries)
+    ]
+
+
+def _pick(decision) -> tuple[str, str | None]:
+    return decision.label, decision.fallback
+
+
+def _answer_row(engine: Engine, job: TurnJob, label: str) -> GenRow:
+    head, body = prompts.answer_text(job.messages, label)
+    prompt = engine.prompt(head, body, job.max_new_tokens)
+    adapter = engine.experts[label]
+    return GenRow(adapter, prompt, job.max_new_tokens, job.on_text, job.cancelled)
+
+
+def _summaries(
+    engine: Engine, jobs: Sequence[TurnJob], answers: Sequence[Generation]
+) -> list[str]:
+    """Each job's summary; '' for jobs cancelled meanwhile."""
+    live = [
+        i
+        for i, job in enumerate(jobs)
+        if answers[i].finish_reason != "cancelled" and not job.cancelled()
+    ]
+    rows = []
+    for i in live:
+        user, answer = prompts.last_user(jobs[i].messages), answers[i].text
+        head, body = prompts.summary_text(engine.spec.summary_prompt, user, answer)
+        prompt = engine.prompt(head, body, jobs[i].summary_tokens)
+        rows.append(GenRow(engine.summarizer, prompt, jobs[i].summary_tokens))
+    texts = [""] * len(jobs)
+    for i, generation in zip(live, engine.generate_many(rows) if rows else []):
+        texts[i] = generation.text
+    return texts
+
+
+def _result(
+    engine: Engine,
+    job: TurnJob,
+    label: str,
+    fallback: str | None,
+    answer: Generation,
+    summary: str,
+    stages: dict[str, float],
+    batch: int,
+) -> TurnResult:
+    latency = {**stages, "queue": job.queued}
+    latency["total"] = sum(latency.values())
     return TurnResult(
         set_id=engine.id,
         set_name=engine.spec.name,
         route=label,
         answer=answer.text,
-        summary=summary.text,
+        summary=summary,
         finish_reason=answer.finish_reason,
         prompt_tokens=answer.prompt_tokens,
         completion_tokens=answer.completion_tokens,
         latency=latency,
-        route_fallback=decision.fallback if decision else None,
-        direct=expert is not None,
+        route_fallback=fallback,
+        direct=job.expert is not None,
+        batch=batch,
     )

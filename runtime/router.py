@@ -2,7 +2,8 @@
 
 The router never generates free text. Each label's full token sequence, followed by the end
 token, is appended to the prompt (route prompt, conversation, `model_id=` prefill), and all
-labels are scored in one batched forward pass with the router adapter active. A label's score
+labels are scored in one batched forward pass with the router adapter active; a batch of
+conversations is routed in one pass too (`score_batch`). A label's score
 is the SUM of the log-probabilities of its tokens and of the end token, not normalised by
 length: with the end token included the sum is the model's probability of emitting exactly
 that label, which is comparable across labels of different lengths, and the router is trained
@@ -57,29 +58,38 @@ def label_sequences(tokenizer: Any, labels: Sequence[str]) -> list[list[int]]:
 def score_continuations(
     model: Any, prompt: list[int], continuations: list[list[int]], pad_id: int
 ) -> list[float]:
-    """Sum of log-probs of each continuation after `prompt`, in one batched forward pass.
+    """Sum of log-probs of each continuation after `prompt`, in one batched forward pass."""
+    return score_batch(model, [prompt], continuations, pad_id)[0]
 
-    Sequences are right-padded: they share the prompt, so the positions whose logits are
-    needed are the same for every row, and padding never precedes a real token.
+
+def score_batch(
+    model: Any, prompts: list[list[int]], continuations: list[list[int]], pad_id: int
+) -> list[list[float]]:
+    """For each prompt, the sum of log-probs of each continuation after it: one forward pass
+    over every (prompt, continuation) pair.
+
+    Prompts are left-padded and continuations right-padded, so every continuation starts at
+    the same column and the logits needed are the same last columns for every row; position
+    ids count real tokens only, so padding changes no real token's position.
     """
     import torch
 
-    width = max(len(c) for c in continuations)
-    length = len(prompt) + width
-    ids = torch.full((len(continuations), length), pad_id, dtype=torch.long)
+    start, width = max(len(p) for p in prompts), max(len(c) for c in continuations)
+    ids = torch.full((len(prompts) * len(continuations), start + width), pad_id)
     mask = torch.zeros_like(ids)
-    for row, cont in enumerate(continuations):
-        seq = prompt + cont
-        ids[row, : len(seq)] = torch.tensor(seq)
-        mask[row, : len(seq)] = 1
-    # logits at positions len(prompt)-1 .. length-1 predict the continuation tokens
-    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=width + 1).logits
+    for row, (prompt, cont) in enumerate((p, c) for p in prompts for c in continuations):
+        ids[row, start - len(prompt) : start + len(cont)] = torch.tensor(prompt + cont)
+        mask[row, start - len(prompt) : start + len(cont)] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    # logits at columns start-1 .. start+width-2 predict the continuation tokens
+    logits = model(
+        input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=width + 1
+    ).logits
     logprobs = torch.log_softmax(logits[:, :width].float(), dim=-1)
-    scores = []
-    for row, cont in enumerate(continuations):
-        steps = torch.arange(len(cont))
-        scores.append(float(logprobs[row, steps, torch.tensor(cont)].sum()))
-    return scores
+    picked = logprobs.gather(-1, ids[:, start:].unsqueeze(-1)).squeeze(-1)
+    scores = torch.where(mask[:, start:].bool(), picked, 0.0).sum(-1).tolist()
+    n = len(continuations)
+    return [scores[i * n : (i + 1) * n] for i in range(len(prompts))]
 
 
 def decide(labels: Sequence[str], scores: Sequence[float], default: str) -> RouteDecision:

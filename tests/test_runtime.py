@@ -267,7 +267,7 @@ def test_a_turn_routes_answers_and_summarises(engine):
     assert result.answer == train.ANSWERS["coding"]
     assert result.summary == "coding answer ."
     assert result.set_id == engine.id and result.set_name == "macaron"
-    assert set(result.latency) == {"route", "answer", "summary", "total"}
+    assert set(result.latency) == {"queue", "route", "answer", "summary", "total"}
     assert all(v >= 0 for v in result.latency.values())
     direct = run_turn(engine, user("please fix the python function bug"), expert="ui")
     assert (direct.route, direct.direct, direct.answer) == ("ui", True, train.ANSWERS["ui"])
