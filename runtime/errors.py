@@ -46,3 +46,7 @@ class NotServing(MintError, RuntimeError):
 
 class EmptyConversation(MintError, ValueError):
     """A turn was asked for with no user message to answer."""
+
+
+class TurnCancelled(MintError, RuntimeError):
+    """The caller of a turn cancelled it before it finished (a client went away)."""

@@ -137,6 +137,7 @@ class SharedBase:
         self._refs: dict[str, int] = {}  # adapter name -> number of engines using it
         self._lock = threading.RLock()  # guards the model and the adapter table
         self._layers = _layer_shapes(model)  # taken before peft wraps any layer
+        self.loads = 0  # adapters read from their files (`prepare`), for the CPU tier's sake
 
     @classmethod
     def load(cls, path: str | Path) -> SharedBase:
@@ -154,6 +155,7 @@ class SharedBase:
     def prepare(self, files: AdapterFiles) -> PreparedAdapter:
         """Read one adapter's weights and check that they load fully onto this base."""
         name = adapter_name(files.commit_id)
+        self.loads += 1
         config = peft_config_from_dict(files.config, files.commit_id)
         state = read_weights(files.weights, files.commit_id)
         _check_tensors(files.commit_id, state)

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
 def _escape(value: str) -> str:
@@ -26,8 +27,15 @@ class Histogram:
         self.counts = [0] * len(buckets)
         self.sum = 0.0
         self.count = 0
+        self._max = 0.0
+
+    @property
+    def max(self) -> float:
+        """The largest value observed (0 when none)."""
+        return self._max
 
     def observe(self, value: float) -> None:
+        self._max = max(self._max, value)
         self.sum += value
         self.count += 1
         for i, bound in enumerate(self.buckets):
@@ -46,7 +54,8 @@ class Histogram:
 
 
 class Metrics:
-    """What `/metrics` reports: requests per route, errors, stage latencies, swaps."""
+    """What `/metrics` reports: requests per route, errors, stage latencies, batch sizes,
+    cancelled requests, generated tokens, swaps and resident versions."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -56,19 +65,37 @@ class Metrics:
         self.stages: dict[str, Histogram] = defaultdict(Histogram)
         self.swaps = 0
         self.failed_swaps = 0
+        self.batches = Histogram(BATCH_BUCKETS)
+        self.cancelled_requests = 0
+        self.completion_tokens = 0
         self.serving: Callable[[], tuple[str, str] | None] = lambda: None  # (set name, commit)
+        self.resident: Callable[[], int] = lambda: 0  # versions kept loaded after serving
 
-    def turn(self, route: str, latency: dict[str, float], fallback: bool = False) -> None:
-        """Count one answered request and its stage latencies (seconds)."""
+    def turn(
+        self, route: str, latency: dict[str, float], fallback: bool = False, tokens: int = 0
+    ) -> None:
+        """Count one answered request, its stage latencies (seconds) and tokens generated."""
         with self._lock:
             self.requests[route] += 1
             self.fallbacks += bool(fallback)
+            self.completion_tokens += tokens
             for stage, seconds in latency.items():
                 self.stages[stage].observe(seconds)
 
     def error(self, status: int) -> None:
         with self._lock:
             self.errors[status] += 1
+
+    def batch(self, size: int) -> None:
+        """Count one batch of `size` requests run together."""
+        with self._lock:
+            self.batches.observe(size)
+
+    def cancelled(self, tokens: int = 0) -> None:
+        """Count one request whose caller went away before it finished, and its tokens."""
+        with self._lock:
+            self.cancelled_requests += 1
+            self.completion_tokens += tokens
 
     def swapped(self) -> None:
         with self._lock:
@@ -86,6 +113,8 @@ class Metrics:
         lines += _header("mint_serving_info", "The set commit being served.", "gauge")
         if serving:
             lines.append(f"mint_serving_info{_labels(set=serving[0], commit=serving[1])} 1")
+        name, text = "mint_resident_versions", "Set versions kept loaded after they served."
+        lines += [*_header(name, text, "gauge"), f"{name} {self.resident()}"]
         return "\n".join(lines) + "\n"
 
     def _counters(self) -> list[str]:
@@ -102,6 +131,16 @@ class Metrics:
                 "Requests routed to the default label.",
             ),
             ("mint_swaps_total", self.swaps, "Set versions swapped in."),
+            (
+                "mint_requests_cancelled_total",
+                self.cancelled_requests,
+                "Requests whose client went away before the end.",
+            ),
+            (
+                "mint_completion_tokens_total",
+                self.completion_tokens,
+                "Answer tokens generated.",
+            ),
             ("mint_swaps_failed_total", self.failed_swaps, "Set versions that failed to stage."),
         ):
             lines += [*_header(name, text, "counter"), f"{name} {value}"]
@@ -112,7 +151,9 @@ class Metrics:
         lines = _header(name, "Latency of each stage of a turn.", "histogram")
         for stage, histogram in sorted(self.stages.items()):
             lines += histogram.lines(name, stage=stage)
-        return lines
+        name = "mint_batch_size"
+        lines += _header(name, "Requests run together in one batch.", "histogram")
+        return lines + self.batches.lines(name)
 
 
 def _header(name: str, text: str, kind: str) -> list[str]:

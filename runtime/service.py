@@ -15,6 +15,7 @@ from mint.errors import BaseFolderUnknown, InvalidConfig
 from mint.ids import EvalSource
 from mint.objects import SetSpec
 from mint.repo import Repo
+from mint.runtime.batching import BatchPolicy
 from mint.runtime.engine import open_engine
 from mint.runtime.evaluate import RouteEval, evaluate_routes, read_records
 from mint.runtime.loader import SharedBase
@@ -44,9 +45,18 @@ def base_dir_for(repo: Repo, spec: SetSpec, base_dir: str | None) -> str:
 
 
 def open_runtime(
-    repo: Repo, rev: str, base_dir: str | None = None, *, poll_interval: float = 0.5
+    repo: Repo,
+    rev: str,
+    base_dir: str | None = None,
+    *,
+    poll_interval: float = 0.5,
+    batching: BatchPolicy | None = None,
+    max_cpu_adapters: int = 0,
 ) -> Runtime:
-    """Load REV's set onto the base and keep following REV (a channel, tag or line)."""
+    """Load REV's set onto the base and keep following REV (a channel, tag or line).
+
+    `batching` says how concurrent requests are gathered (default: `BatchPolicy()`);
+    `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included."""
     spec = api.set_spec(repo, rev)
     runtime = Runtime(
         SharedBase.load(base_dir_for(repo, spec, base_dir)),
@@ -54,6 +64,8 @@ def open_runtime(
         resolve=lambda: api.resolve(repo, rev),
         load_spec=lambda commit: api.set_spec(repo, commit),
         poll_interval=poll_interval,
+        batching=batching,
+        max_cpu_adapters=max_cpu_adapters,
     )
     runtime.stage(spec)
     runtime.swap()

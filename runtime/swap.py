@@ -1,9 +1,14 @@
-"""Hot swap: serve one set version, stage the next beside it, swap between requests.
+"""Hot swap: serve one set version, stage the next beside it, swap between batches.
 
-A request takes a `Lease` on the version that is active when it starts and runs to the end
-on it, whatever is swapped in meanwhile. A retired version is unloaded when its last lease
-ends. Staging loads and checks everything first (see `load_engine`); if it fails, nothing
-changes for the version serving, and the failure is counted and logged.
+A request takes a `Lease` on the version that is active when it is submitted and runs to the
+end on it, whatever is swapped in meanwhile. Requests run in batches gathered by a `Scheduler`
+(see `batching`); a batch holds requests of one version per pass through the pipeline.
+Staging loads and checks everything first (see `load_engine`); if it fails, nothing changes
+for the version serving, and the failure is counted and logged.
+
+A version swapped out stays loaded in the CPU tier (see `residency`) while the tier's bound
+allows, so serving it again is a swap of pointers; past the bound, the least recently used
+version no request holds is unloaded.
 
 Following a channel: `follow()` starts a thread that calls `resolve()` every
 `poll_interval` seconds and, when the channel names another commit, loads it with
@@ -19,11 +24,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mint.objects import SetSpec
+from mint.runtime.batching import BatchPolicy, OnEvent, Scheduler, Ticket
 from mint.runtime.engine import Engine, Verify, load_engine
 from mint.runtime.errors import NothingStaged, NotServing
 from mint.runtime.loader import SharedBase
 from mint.runtime.metrics import Metrics
-from mint.runtime.pipeline import DEFAULT_MAX_NEW_TOKENS, TurnResult, run_turn
+from mint.runtime.pipeline import (
+    DEFAULT_MAX_NEW_TOKENS,
+    TurnJob,
+    TurnResult,
+    check_turn,
+    run_turns,
+)
+from mint.runtime.residency import Slot, Tier
 
 log = logging.getLogger("mint.runtime")
 
@@ -31,7 +44,7 @@ log = logging.getLogger("mint.runtime")
 class Lease:
     """One request's hold on an engine; `release()` (or leaving the `with`) ends it."""
 
-    def __init__(self, runtime: Runtime, slot: _Slot):
+    def __init__(self, runtime: Runtime, slot: Slot):
         self._runtime, self._slot = runtime, slot
         self.engine: Engine = slot.engine
         self._done = False
@@ -48,16 +61,6 @@ class Lease:
         self.release()
 
 
-class _Slot:
-    """An engine with its count of requests in flight and whether it was swapped out."""
-
-    def __init__(self, engine: Engine, stage_seconds: float = 0.0):
-        self.engine = engine
-        self.stage_seconds = stage_seconds
-        self.leases = 0
-        self.retired = False
-
-
 @dataclass(frozen=True)
 class SwapRecord:
     """One attempt to change the serving version."""
@@ -68,6 +71,7 @@ class SwapRecord:
     ok: bool
     seconds: float  # time spent staging
     error: str | None = None
+    resident: bool = False  # served again from the CPU tier: nothing was loaded
 
 
 class Runtime:
@@ -83,24 +87,32 @@ class Runtime:
         load_spec: Callable[[str], SetSpec] | None = None,
         poll_interval: float = 0.5,
         retry_after: float = 10.0,
+        batching: BatchPolicy | None = None,
+        max_cpu_adapters: int = 0,
     ):
         """`verify(spec)` raises when a member's bytes are not what was committed (store verify).
 
         `resolve()` returns the channel's current set commit and `load_spec(commit)` its
         SetSpec; both are needed only to `follow()` a channel. A commit that failed to stage
         is tried again only after `retry_after` seconds (or when the channel moves on).
+        `batching` says how requests are gathered (`BatchPolicy.off()`: one at a time);
+        `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included
+        (0: a version is unloaded as soon as it stops serving and no request holds it).
         """
         self.base = base
         self.verify = verify
         self.metrics = metrics or Metrics()
         self.metrics.serving = self._serving
+        self.metrics.resident = lambda: len(self.resident())
         self.resolve, self.load_spec = resolve, load_spec
         self.poll_interval, self.retry_after = poll_interval, retry_after
         self.history: list[SwapRecord] = []
         self._lock = threading.Lock()  # guards the slots; never held while the model runs
         self._change = threading.RLock()  # one stage or swap at a time
-        self._active: _Slot | None = None
-        self._staged: _Slot | None = None
+        self._active: Slot | None = None
+        self._staged: Slot | None = None
+        self._tier = Tier(max_cpu_adapters)
+        self._scheduler = Scheduler(self._run_batch, batching)
         self._stop = threading.Event()
         self._follower: threading.Thread | None = None
         self._failed: tuple[str, float] | None = None
@@ -118,6 +130,10 @@ class Runtime:
         slot = self._staged
         return slot.engine if slot else None
 
+    @property
+    def batching(self) -> BatchPolicy:
+        return self._scheduler.policy
+
     def lease(self) -> Lease:
         """Hold the active version for one request. Raises NotServing before the first swap."""
         with self._lock:
@@ -127,6 +143,32 @@ class Runtime:
             slot.leases += 1
         return Lease(self, slot)
 
+    def submit(
+        self,
+        messages: Sequence[dict],
+        *,
+        model: str | None = None,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        on_event: OnEvent | None = None,
+    ) -> Ticket:
+        """Queue one turn on the active version; it runs in the next batch.
+
+        `model` names the set (routed) or one of its experts (that expert answers, no
+        routing); a name the active version does not serve raises UnknownModel, a
+        conversation without a user message EmptyConversation, both before anything is
+        queued. `on_event(kind, value)` receives the turn's events (see `batching`).
+        """
+        lease = self.lease()
+        try:
+            expert = lease.engine.expert_for(model) if model is not None else None
+            check_turn(lease.engine, messages, expert)
+            ticket = Ticket(TurnJob(messages, expert, max_new_tokens), lease, on_event)
+            self._scheduler.submit(ticket)
+        except BaseException:
+            lease.release()
+            raise
+        return ticket
+
     def turn(
         self,
         messages: Sequence[dict],
@@ -134,22 +176,65 @@ class Runtime:
         model: str | None = None,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     ) -> TurnResult:
-        """Run one turn on the active version and count it in the metrics.
+        """Run one turn on the active version (in a batch with whatever else is waiting)."""
+        return self.submit(messages, model=model, max_new_tokens=max_new_tokens).result()
 
-        `model` names the set (routed) or one of its experts (that expert answers, no
-        routing); a name the active version does not serve raises UnknownModel.
-        """
-        with self.lease() as engine:
-            expert = engine.expert_for(model) if model is not None else None
-            result = run_turn(engine, messages, expert=expert, max_new_tokens=max_new_tokens)
-        self.metrics.turn(result.route, result.latency, result.route_fallback is not None)
-        return result
+    def _run_batch(self, tickets: list[Ticket]) -> None:
+        """Run a gathered batch: one pass through the pipeline per set version in it."""
+        self.metrics.batch(len(tickets))
+        groups: dict[int, list[Ticket]] = {}
+        for ticket in tickets:
+            groups.setdefault(id(ticket.engine), []).append(ticket)
+        for group in groups.values():
+            try:
+                results = run_turns(group[0].engine, [t.started() for t in group])
+            except Exception as exc:  # noqa: BLE001 - every request of the group gets the error
+                log.exception("a batch of %d turns failed", len(group))
+                for ticket in group:
+                    ticket.finish(None, exc)
+                continue
+            for ticket, result in zip(group, results):
+                if result.finish_reason == "cancelled":
+                    self.metrics.cancelled(result.completion_tokens)
+                else:
+                    fallback = result.route_fallback is not None
+                    self.metrics.turn(
+                        result.route, result.latency, fallback, result.completion_tokens
+                    )
+                ticket.finish(result)
 
-    def _release(self, slot: _Slot) -> None:
+    def leases(self) -> int:
+        """How many requests hold a version now (queued or running)."""
+        with self._lock:
+            slots = [self._active, self._staged, *self._tier.slots()]
+            return sum(slot.leases for slot in slots if slot is not None)
+
+    def resident(self) -> list[str]:
+        """Set commits kept loaded after they stopped serving, least recently used first."""
+        with self._lock:
+            return self._tier.ids()
+
+    def _release(self, slot: Slot) -> None:
         with self._lock:
             slot.leases -= 1
-            unload = slot.retired and slot.leases == 0
-        if unload:
+            idle = slot.retired and slot.leases == 0
+        if idle:
+            self._trim()
+
+    def _retire(self, slot: Slot) -> None:
+        """Move a slot that stopped serving or being staged to the tier (under the lock)."""
+        current = {s.engine.id for s in (self._active, self._staged) if s is not None}
+        if slot.engine.id in current:  # a second engine of a version that serves on
+            self._tier.discard(slot)
+        else:
+            self._tier.keep(slot)
+
+    def _trim(self) -> None:
+        """Unload the least recently used retired versions past the tier's bound."""
+        loaded = self.base.loaded()
+        with self._lock:
+            victims = self._tier.victims(loaded)
+        for slot in victims:
             slot.engine.close()
 
     def _serving(self) -> tuple[str, str] | None:
@@ -159,37 +244,46 @@ class Runtime:
     # --- changing version --------------------------------------------------------------
 
     def stage(self, spec: SetSpec) -> Engine:
-        """Load and check `spec` beside the serving version. On failure nothing changes."""
+        """Load and check `spec` beside the serving version. On failure nothing changes.
+
+        A version still resident in the CPU tier is taken back from it: nothing is read."""
         with self._change:
             started = time.perf_counter()
-            try:
-                engine = load_engine(self.base, spec, verify=self.verify)
-            except Exception as exc:
-                self._record_failure(spec.id, exc, time.perf_counter() - started)
-                raise
             with self._lock:
-                previous, self._staged = self._staged, _Slot(engine, time.perf_counter() - started)
-            if previous is not None:
-                previous.engine.close()
-            return engine
+                slot = self._tier.take(spec.id)
+            if slot is not None:
+                slot.from_tier = True
+            else:
+                try:
+                    engine = load_engine(self.base, spec, verify=self.verify)
+                except Exception as exc:
+                    self._record_failure(spec.id, exc, time.perf_counter() - started)
+                    raise
+                slot = Slot(engine)
+            slot.stage_seconds = time.perf_counter() - started
+            with self._lock:
+                previous, self._staged = self._staged, slot
+                if previous is not None:
+                    self._retire(previous)
+            self._trim()
+            return slot.engine
 
     def swap(self) -> str:
-        """Make the staged version active; the old one is unloaded when its last request ends."""
+        """Make the staged version active; the old one goes to the CPU tier."""
         with self._change:
             with self._lock:
                 if self._staged is None:
                     raise NothingStaged("nothing is staged")
                 old, self._active, self._staged = self._active, self._staged, None
                 new, at = self._active, time.time()  # requests from now on run on `new`
-                unload = old is not None and old.leases == 0
                 if old is not None:
-                    old.retired = True
-            if unload:
-                old.engine.close()
+                    self._retire(old)
+            self._trim()
             self.metrics.swapped()
             self._failed = None
             old_id = old.engine.id if old else None
-            self._remember(SwapRecord(at, old_id, new.engine.id, True, new.stage_seconds))
+            seconds, resident = new.stage_seconds, new.from_tier
+            self._remember(SwapRecord(at, old_id, new.engine.id, True, seconds, None, resident))
             log.info("serving set %s", new.engine.id[:12])
             return new.engine.id
 
@@ -204,9 +298,12 @@ class Runtime:
             return True
 
     def update_to(self, commit_id: str) -> bool:
-        """Serve set commit `commit_id`, fetched with `load_spec`; False when it cannot be."""
+        """Serve set commit `commit_id`: from the CPU tier when it is resident, else fetched
+        with `load_spec` and loaded; False when it cannot be."""
+        with self._lock:
+            slot = self._tier.get(commit_id)
         try:
-            spec = self.load_spec(commit_id)
+            spec = slot.engine.spec if slot is not None else self.load_spec(commit_id)
         except Exception as exc:  # noqa: BLE001 - any failure leaves the old version serving
             self._record_failure(commit_id, exc, 0.0)
             return False
@@ -267,13 +364,14 @@ class Runtime:
             self._follower = None
 
     def close(self) -> None:
-        """Stop following and unload every version; leases still held keep theirs alive."""
+        """Stop following and batching, and unload every version; leases still held keep
+        theirs alive until they end."""
         self.stop()
+        self._scheduler.close()
         with self._lock:
             slots = [s for s in (self._active, self._staged) if s is not None]
             self._active = self._staged = None
             for slot in slots:
-                slot.retired = True
-            idle = [s for s in slots if s.leases == 0]
-        for slot in idle:
-            slot.engine.close()
+                self._tier.keep(slot)
+            self._tier.max_adapters = 0
+        self._trim()

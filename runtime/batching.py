@@ -1,0 +1,211 @@
+"""Gathering concurrent turns into batches: a short window, a size limit, one worker thread.
+
+A `Ticket` is one submitted turn: it holds the lease on the version the turn started on, a
+future for its result and, for a streaming caller, `on_event(kind, value)`:
+
+- `("route", fields)` once the route stage ran (the label, the set, whether it fell back),
+- `("text", delta)` as the answer is decoded,
+- `("done", TurnResult)`, `("error", exception)` or `("cancelled", None)` at the end.
+
+The `Scheduler`'s worker waits for a first ticket, gathers more for up to `window` seconds or
+until `max_batch` are waiting, and hands the batch to its `run` callable. Batches run one
+after the other, so a swap (which injects adapters under the model lock) lands between them.
+`BatchPolicy(window=0, max_batch=1)` serves one turn at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from typing import Any
+
+from mint.runtime.errors import NotServing, TurnCancelled
+from mint.runtime.pipeline import TurnJob, TurnResult
+
+log = logging.getLogger("mint.runtime")
+
+OnEvent = Callable[[str, Any], None]
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    """How turns are gathered: wait up to `window` seconds for up to `max_batch` of them."""
+
+    window: float = 0.005
+    max_batch: int = 16
+
+    def __post_init__(self):
+        if self.window < 0 or self.max_batch < 1:
+            raise ValueError("a batch window is >= 0 seconds and a batch holds >= 1 turn")
+
+    @classmethod
+    def off(cls) -> BatchPolicy:
+        """One turn at a time, with no wait."""
+        return cls(window=0.0, max_batch=1)
+
+
+class Ticket:
+    """One submitted turn. `result()` waits for it; `cancel()` stops it at the next token."""
+
+    def __init__(self, job: TurnJob, lease: Any, on_event: OnEvent | None = None):
+        self.lease, self.engine = lease, lease.engine
+        self.future: Future[TurnResult] = Future()
+        self.submitted = time.perf_counter()
+        self._on_event = on_event
+        self._cancel = threading.Event()
+        self._finished = False
+        self.job = TurnJob(
+            job.messages,
+            job.expert,
+            job.max_new_tokens,
+            job.summary_tokens,
+            on_route=self._routed,
+            on_text=self._text if on_event else None,
+            cancelled=self._cancel.is_set,
+        )
+
+    def cancel(self) -> None:
+        """Ask the worker to stop this turn (a no-op once it finished)."""
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def result(self, timeout: float | None = None) -> TurnResult:
+        """The turn's result; raises what the turn raised."""
+        return self.future.result(timeout)
+
+    def started(self) -> TurnJob:
+        """The job to run, with the time it waited in the queue."""
+        return dataclasses.replace(self.job, queued=time.perf_counter() - self.submitted)
+
+    def finish(self, result: TurnResult | None, error: BaseException | None = None) -> None:
+        """Settle the future, tell a streaming caller and end the lease (once)."""
+        if self._finished:
+            return
+        self._finished = True
+        try:
+            if error is not None:
+                self._settle(error=error)
+                self.emit("error", error)
+            elif result is None or result.finish_reason == "cancelled":
+                self._settle(error=TurnCancelled("the caller cancelled the turn"))
+                self.emit("cancelled", None)
+            else:
+                self._settle(result=result)
+                self.emit("done", result)
+        finally:
+            self.lease.release()
+
+    def _settle(self, result: TurnResult | None = None, error: BaseException | None = None):
+        try:
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(result)
+        except InvalidStateError:  # the caller gave up waiting and cancelled the future
+            pass
+
+    def emit(self, kind: str, value: Any) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(kind, value)
+        except Exception as exc:  # noqa: BLE001 - a gone listener must not stop the batch
+            log.debug("a turn's listener failed: %s", exc)
+            self.cancel()
+
+    def _routed(self, label: str, fallback: str | None) -> None:
+        spec = self.engine.spec
+        fields = {
+            "route": label,
+            "set": spec.id,
+            "set_name": spec.name,
+            "direct": self.job.expert is not None,
+            "route_fallback": fallback,
+        }
+        self.emit("route", fields)
+
+    def _text(self, delta: str) -> None:
+        self.emit("text", delta)
+
+
+class Scheduler:
+    """One worker thread that runs gathered tickets with `run(batch)`, batch after batch."""
+
+    def __init__(self, run: Callable[[list[Ticket]], None], policy: BatchPolicy | None = None):
+        self.run, self.policy = run, policy or BatchPolicy()
+        self._queue: deque[Ticket] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._worker: threading.Thread | None = None
+
+    def submit(self, ticket: Ticket) -> None:
+        """Queue a ticket; raises NotServing once closed."""
+        with self._cond:
+            if self._closed:
+                raise NotServing("the runtime is closed")
+            self._queue.append(ticket)
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._loop, name="mint-batch", daemon=True)
+                self._worker.start()
+            self._cond.notify_all()
+
+    def waiting(self) -> int:
+        """How many tickets wait for a batch."""
+        with self._cond:
+            return len(self._queue)
+
+    def close(self) -> None:
+        """Finish the batch in progress; refuse the tickets still waiting (NotServing)."""
+        with self._cond:
+            self._closed = True
+            left = list(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+            worker = self._worker
+        for ticket in left:
+            ticket.finish(None, NotServing("the runtime closed before the turn ran"))
+        if worker is not None and worker is not threading.current_thread():
+            worker.join()
+
+    def _loop(self) -> None:
+        while (batch := self._gather()) is not None:
+            live = [t for t in batch if not t.cancelled]
+            for ticket in batch:
+                if ticket.cancelled:
+                    ticket.finish(None)
+            if live:
+                self._run(live)
+
+    def _run(self, batch: Sequence[Ticket]) -> None:
+        try:
+            self.run(list(batch))
+        except BaseException as exc:  # noqa: BLE001 - the worker outlives any one batch
+            log.exception("a batch failed")
+            for ticket in batch:
+                ticket.finish(None, exc)
+
+    def _gather(self) -> list[Ticket] | None:
+        """The next batch (None once closed): wait for one ticket, then up to the window."""
+        policy = self.policy
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                return None
+            deadline = time.monotonic() + policy.window
+            while len(self._queue) < policy.max_batch and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            count = min(policy.max_batch, len(self._queue))
+            return [self._queue.popleft() for _ in range(count)]
