@@ -2,26 +2,33 @@
 
 Endpoints: `POST /v1/chat/completions`, `GET /v1/models`, `GET /healthz`, `GET /metrics`.
 `model` is the set's name (routed) or one of its expert labels (that expert answers, no
-routing). Every refusal is an OpenAI-style JSON error with a 4xx status; nothing a client
-sends can stop the server.
+routing); `stream: true` answers with server-sent events (see `chunks`). Requests are
+submitted to the runtime's batches and awaited without holding a thread. Every refusal is an
+OpenAI-style JSON error with a 4xx status; nothing a client sends can stop the server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from mint.runtime.chunks import (
+    ChunkWriter,
+    EventStream,
+    completion_body,
+    error_event,
+    stream_events,
+)
 from mint.runtime.errors import EmptyConversation, NotServing, UnknownModel
 from mint.runtime.swap import Runtime
 
@@ -109,6 +116,8 @@ class ChatRequest:
     model: str
     messages: list[dict]
     max_tokens: int
+    stream: bool = False
+    include_usage: bool = False  # stream_options.include_usage
 
 
 def parse_chat(body: Any) -> ChatRequest:
@@ -119,9 +128,25 @@ def parse_chat(body: Any) -> ChatRequest:
     if not isinstance(model, str) or not model:
         message = "`model` is required and must be a string"
         raise ApiError(400, message, "missing_model", param="model")
-    if body.get("stream"):
-        raise ApiError(400, "streaming is not supported", "unsupported_parameter", param="stream")
-    return ChatRequest(model, _messages(body.get("messages")), _max_tokens(body))
+    stream, include_usage = _stream_options(body)
+    messages = _messages(body.get("messages"))
+    return ChatRequest(model, messages, _max_tokens(body), stream, include_usage)
+
+
+def _stream_options(body: dict) -> tuple[bool, bool]:
+    """(stream, include_usage) of a request; a 400 for values of the wrong type."""
+    stream, options = body.get("stream", False), body.get("stream_options")
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise ApiError(400, "`stream` must be a boolean", "invalid_stream", param="stream")
+    if options is not None and (
+        not isinstance(options, dict)
+        or not isinstance(options.get("include_usage", False), (bool, type(None)))
+    ):
+        message = "`stream_options` must be an object whose include_usage is a boolean"
+        raise ApiError(400, message, "invalid_stream_options", param="stream_options")
+    return stream, bool(stream and options and options.get("include_usage"))
 
 
 def _messages(messages: Any) -> list[dict]:
@@ -150,38 +175,6 @@ def _max_tokens(body: dict) -> int:
     return value
 
 
-def completion_body(request: ChatRequest, result) -> dict:
-    """The OpenAI chat.completion object for one turn, with mint's own `mint` field."""
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": request.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": result.answer},
-                "finish_reason": result.finish_reason,
-                "logprobs": None,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": result.completion_tokens,
-            "total_tokens": result.prompt_tokens + result.completion_tokens,
-        },
-        "mint": {
-            "route": result.route,
-            "set": result.set_id,
-            "set_name": result.set_name,
-            "summary": result.summary,
-            "direct": result.direct,
-            "route_fallback": result.route_fallback,
-            "latency_ms": {k: round(v * 1000, 3) for k, v in result.latency.items()},
-        },
-    }
-
-
 class _Handlers:
     """The endpoint functions, bound to one runtime."""
 
@@ -190,10 +183,33 @@ class _Handlers:
 
     async def chat(self, request: Request) -> Response:
         chat = parse_chat(parse_json(await read_body(request, self.max_body)))
-        result = await run_in_threadpool(
-            self.runtime.turn, chat.messages, model=chat.model, max_new_tokens=chat.max_tokens
+        if chat.stream:
+            return self._stream(chat)
+        ticket = self.runtime.submit(
+            chat.messages, model=chat.model, max_new_tokens=chat.max_tokens
         )
-        return JSONResponse(completion_body(chat, result))
+        try:
+            result = await asyncio.wrap_future(ticket.future)
+        finally:
+            ticket.cancel()  # a no-op once done; stops the turn if this request was dropped
+        return JSONResponse(completion_body(chat.model, result))
+
+    def _stream(self, chat: ChatRequest) -> Response:
+        """Submit a turn whose events go to an asyncio queue, and send them as they come."""
+        loop, queue = asyncio.get_running_loop(), asyncio.Queue()
+
+        def on_event(kind: str, value: Any) -> None:  # called from the batch's thread
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+
+        ticket = self.runtime.submit(
+            chat.messages, model=chat.model, max_new_tokens=chat.max_tokens, on_event=on_event
+        )
+        writer = ChunkWriter(chat.model, chat.include_usage)
+        return EventStream(stream_events(queue, writer, self._stream_error), ticket.cancel)
+
+    def _stream_error(self, exc: BaseException) -> bytes:
+        self.runtime.metrics.error(500)
+        return error_event(f"internal error: {type(exc).__name__}", "internal_error")
 
     async def models(self, request: Request) -> Response:
         with self.runtime.lease() as engine:

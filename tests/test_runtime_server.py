@@ -136,7 +136,10 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(served):
         client.post("/v1/chat/completions", json=bad_role), 400, "invalid_messages"
     )
     assert_openai_error(chat(client, max_tokens=10**6), 400, "invalid_max_tokens")
-    assert_openai_error(chat(client, stream=True), 400, "unsupported_parameter")
+    assert_openai_error(chat(client, stream="yes"), 400, "invalid_stream")
+    assert_openai_error(
+        chat(client, stream=True, stream_options=[1]), 400, "invalid_stream_options"
+    )
     assert_openai_error(client.get("/v1/nothing"), 404, "not_found")
     assert_openai_error(client.get("/v1/chat/completions"), 405, "method_not_allowed")
     assert chat(client).status_code == 200
@@ -193,3 +196,15 @@ def test_the_openai_client_talks_to_it(served):
     assert reply.model_extra["mint"]["route"] == "coding"
     with pytest.raises(openai.NotFoundError):
         oa.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_serve_takes_batching_and_tier_options():
+    from mint.cli import run_in_process
+
+    code, out, _ = run_in_process(["serve", "--help"])
+    assert code == 0
+    for option in ("--batch-window-ms", "--max-batch", "--no-batching", "--max-cpu-adapters"):
+        assert option in out
+    for bad in (["--max-batch", "0"], ["--batch-window-ms", "-1"], ["--max-cpu-adapters", "-2"]):
+        code, _, err = run_in_process(["serve", "macaron", *bad])
+        assert code == 2 and bad[0] in err

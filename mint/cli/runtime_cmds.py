@@ -44,6 +44,36 @@ def base_dir_option(fn):
     return wrapper
 
 
+def batching_options(fn):
+    """`--batch-window-ms`, `--max-batch`, `--no-batching`: how concurrent requests are gathered
+    into batches; the function receives `batching` (a BatchPolicy)."""
+
+    @click.option(
+        "--batch-window-ms",
+        "window_ms",
+        default=5.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        help="How long to gather requests into a batch.",
+    )
+    @click.option(
+        "--max-batch",
+        default=16,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="The most requests run together.",
+    )
+    @click.option("--no-batching", is_flag=True, help="Run one request at a time.")
+    @functools.wraps(fn)
+    def wrapper(*args, window_ms, max_batch, no_batching, **kwargs):
+        from mint.runtime.batching import BatchPolicy
+
+        policy = BatchPolicy.off() if no_batching else BatchPolicy(window_ms / 1000, max_batch)
+        return fn(*args, batching=policy, **kwargs)
+
+    return wrapper
+
+
 @click.command()
 @click.argument("rev")
 @base_dir_option
@@ -56,14 +86,29 @@ def base_dir_option(fn):
     type=float,
     help="Seconds between checks of the channel.",
 )
+@batching_options
+@click.option(
+    "--max-cpu-adapters",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Adapters kept loaded, versions served before included (a rollback to one is instant).",
+)
 @with_repo
-def serve(repo, rev, base_dir, host, port, poll) -> None:
+def serve(repo, rev, base_dir, host, port, poll, batching, max_cpu_adapters) -> None:
     """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel."""
     _quiet_libraries()
     from mint.runtime.server import serve as run_server
     from mint.runtime.service import open_runtime
 
-    runtime = open_runtime(repo, rev, base_dir, poll_interval=poll)
+    runtime = open_runtime(
+        repo,
+        rev,
+        base_dir,
+        poll_interval=poll,
+        batching=batching,
+        max_cpu_adapters=max_cpu_adapters,
+    )
     warn(f"mint: serving {rev} ({short(runtime.active.id)}) on http://{host}:{port}")
     runtime.follow()
     try:
