@@ -128,9 +128,10 @@ def bench_swap(demo, specs, runs: int, tmp: Path) -> dict:
 
 def bench_routing(demo, spec, n: int) -> dict:
     """The route stage's share of a turn's latency, over held-out requests."""
+    from mint.runtime.batching import BatchPolicy
     from mint.runtime.evaluate import read_records
 
-    runtime = support.serving(demo.base, spec)
+    runtime = support.serving(demo.base, spec, batching=BatchPolicy.off())  # no window to wait
     turns = [runtime.turn(r["messages"]) for r in list(read_records(demo.heldout_data))[:n]]
     runtime.close()
     shares = [t.latency["route"] / t.latency["total"] for t in turns]

@@ -18,6 +18,7 @@ import bench_catalog  # noqa: E402
 import bench_gates  # noqa: E402
 import bench_pull  # noqa: E402
 import bench_runtime  # noqa: E402
+import bench_serving  # noqa: E402
 import bench_startup  # noqa: E402
 import bench_store  # noqa: E402
 
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     gates = bench_gates.main(extra)
     print("\n# bench_runtime\n", flush=True)
     runtime = bench_runtime.main([])
+    print("\n# bench_serving\n", flush=True)
+    serving = bench_serving.main([])
     print("\n# bench_pull\n", flush=True)
     pull = bench_pull.run()
     print("\n# bench_startup\n", flush=True)
@@ -52,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     print(bench_gates.report(gates))
     print()
     print(bench_runtime.report(runtime))
+    print()
+    print(bench_serving.report(serving))
     print()
     print(bench_startup.report(startup))
     print(
@@ -66,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             "catalog": catalog,
             "gates": gates,
             "runtime": runtime,
+            "serving": serving,
             "pull": pull,
             "startup": startup,
         },
