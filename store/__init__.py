@@ -6,7 +6,9 @@ verifiable. Who refers to a blob is the metadata's business (see `mint.maintenan
 - `base`: `BlobId`, `PutResult`, the `ObjectStore` protocol, `copy_out`, `sha256_file`;
 - `errors`: `StoreError` and its subclasses;
 - `local`: `LocalObjectStore`, files under `.mint/objects/ab/cdef…`;
-- `memory`: `MemoryObjectStore`, blobs in a dict.
+- `memory`: `MemoryObjectStore`, blobs in a dict;
+- `s3`: `S3ObjectStore`, blobs in an S3 bucket (imported on first use: it loads boto3);
+- `cache`: `BlobCache`, the local verified cache with a size bound that S3 reads through.
 """
 
 from __future__ import annotations
@@ -33,9 +35,19 @@ __all__ = [
     "MemoryObjectStore",
     "ObjectStore",
     "PutResult",
+    "S3ObjectStore",
     "StoreError",
     "check_blob_id",
     "copy_out",
     "is_blob_id",
     "sha256_file",
 ]
+
+
+def __getattr__(name: str):
+    """`S3ObjectStore` on first use, so that importing the store does not load boto3."""
+    if name == "S3ObjectStore":
+        from mint.store.s3 import S3ObjectStore
+
+        return S3ObjectStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -318,3 +318,106 @@ class TestMemoryObjectStore(ObjectStoreTests):
         del store
         gc.collect()
         assert not folder.exists()
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    from s3server import shared_server
+
+    return shared_server()
+
+
+@pytest.fixture
+def moto(moto_server, monkeypatch):
+    """The moto server, with the standard AWS settings pointing at it."""
+    for name, value in moto_server.env.items():
+        monkeypatch.setenv(name, value)
+    return moto_server
+
+
+class TestS3ObjectStore(ObjectStoreTests):
+    """The same contract against a real S3 API (moto_server), a fresh bucket per test."""
+
+    @pytest.fixture
+    def store(self, tmp_path, moto):
+        from mint.store import S3ObjectStore
+
+        bucket = moto.new_bucket()
+        return S3ObjectStore(bucket, "some/prefix", cache_dir=tmp_path / "cache")
+
+    def corrupt(self, store, blob_id, data):
+        store_server().client().put_object(Bucket=store.bucket, Key=store._key(blob_id), Body=data)
+
+    def age(self, store, blob_id, seconds):
+        key = store._key(blob_id)
+        store_server().client().copy_object(
+            Bucket=store.bucket,
+            Key=key,
+            CopySource={"Bucket": store.bucket, "Key": key},
+            MetadataDirective="REPLACE",
+            Metadata={"mint-mtime": repr(time.time() - seconds)},
+        )
+
+    def leave_temp(self, store, age):
+        started = time.time_ns() - int(age * 1e9)
+        key = f"{store.prefix}tmp/{started}-dead{os.getpid()}x{time.monotonic_ns()}"
+        upload = store_server().client().create_multipart_upload(Bucket=store.bucket, Key=key)
+        return f"{key.rsplit('/', 1)[1]}@{upload['UploadId']}"
+
+    def test_layout_and_url(self, store, moto):
+        r = store.put_bytes(b"payload")
+        keys = [o["Key"] for o in moto.client().list_objects_v2(Bucket=store.bucket)["Contents"]]
+        assert keys == [f"some/prefix/{r.id[:2]}/{r.id[2:]}"]
+        assert store.url == f"s3://{store.bucket}/some/prefix"
+
+    def test_large_blobs_go_up_in_parts_and_are_published_once_verified(self, moto, tmp_path):
+        from mint.store import S3ObjectStore
+
+        mib = 1024 * 1024
+        store = S3ObjectStore(
+            moto.new_bucket(),
+            cache_dir=tmp_path / "cache",
+            part_size=5 * mib,
+            multipart_threshold=5 * mib,
+        )
+        src = tmp_path / "big.bin"
+        data = os.urandom(11 * mib + 3)
+        src.write_bytes(data)
+        r = store.put(src)
+        assert r.written and r.size == len(data) and r.id == sha(data)
+        assert list(store.iter()) == [r.id] and store.stale_temps(-60) == []
+        assert store.local_path(r.id).read_bytes() == data
+        assert not store.put(src).written  # checked by S3's own checksum, not downloaded
+        with pytest.raises(BlobChanged):
+            store.put(src, blob_id=sha(b"other"))
+        assert list(store.iter()) == [r.id] and store.stale_temps(-60) == []
+
+    def test_local_path_reads_through_a_bounded_verified_cache(self, store):
+        a, b = store.put_bytes(b"a" * 600), store.put_bytes(b"b" * 600)
+        store.cache.max_bytes = 1000
+        pa = store.local_path(a.id)
+        pb = store.local_path(b.id)  # the cache is over its bound: a, used longest ago, goes
+        assert pb.read_bytes() == b"b" * 600 and not pa.exists()
+        self.corrupt(store, a.id, b"rotten")
+        with pytest.raises(BlobCorrupt):
+            store.local_path(a.id)  # never cached
+        assert not pa.exists() and pb.exists()
+        self.corrupt(store, b.id, b"rotten")
+        assert store.local_path(b.id).read_bytes() == b"b" * 600  # verified when it came
+
+    def test_settings_are_read_when_the_store_is_created(self, moto, tmp_path, monkeypatch):
+        from mint.store import S3ObjectStore, StoreError
+
+        bucket = moto.new_bucket()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens
+        store = S3ObjectStore(bucket, cache_dir=tmp_path / "c")
+        monkeypatch.setenv("AWS_ENDPOINT_URL", moto.url)
+        with pytest.raises(StoreError):
+            store.check_reachable()
+        S3ObjectStore(bucket, cache_dir=tmp_path / "c").check_reachable()
+
+
+def store_server():
+    from s3server import shared_server
+
+    return shared_server()
