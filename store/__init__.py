@@ -3,7 +3,8 @@
 This package knows nothing of mint: it maps ids to bytes and keeps them durable and
 verifiable. Who refers to a blob is the metadata's business (see `mint.maintenance`).
 
-- `base`: `BlobId`, `PutResult`, the `ObjectStore` protocol, `copy_out`, `sha256_file`;
+- `base`: `BlobId`, `PutResult`, the `ObjectStore` and `ChunkObserver` protocols, `copy_out`,
+  `sha256_file`;
 - `errors`: `StoreError` and its subclasses;
 - `local`: `LocalObjectStore`, files under `.mint/objects/ab/cdef…`;
 - `memory`: `MemoryObjectStore`, blobs in a dict;
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from mint.store.base import (
     BlobId,
+    ChunkObserver,
     ObjectStore,
     PutResult,
     check_blob_id,
@@ -31,6 +33,7 @@ __all__ = [
     "BlobCorrupt",
     "BlobId",
     "BlobMissing",
+    "ChunkObserver",
     "LocalObjectStore",
     "MemoryObjectStore",
     "ObjectStore",

@@ -6,9 +6,12 @@ refers to a blob. Everything here works on any store, local or remote.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,30 @@ def check_blob_id(value: str) -> BlobId:
     return BlobId(value)
 
 
+_SYNC_FILE_RANGE_WRITE = 2  # start writeback of the range; do not wait for it
+
+
+@functools.cache
+def _sync_file_range():
+    """Linux's sync_file_range from the C library, or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    return fn
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing a range of FD to disk, without waiting: a later fsync
+    then finds the work done. Only a hint: where it is not available, nothing happens."""
+    fn = _sync_file_range()
+    if fn is not None:
+        fn(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     """The sha256 hex of a file, read in large chunks."""
     with open(path, "rb") as f:
@@ -49,17 +76,36 @@ class PutResult:
     written: bool  # False when a good copy was already there
 
 
+class ChunkObserver(Protocol):
+    """Sees the bytes a put copies, in order, in the same pass: what a caller would
+    otherwise read the file again for (other hashes, checks of the contents)."""
+
+    def update(self, chunk: bytes) -> None:
+        """The next chunk of the file; a bytes object the observer may keep."""
+
+    def done(self, blob_id: BlobId, size: int) -> None:
+        """Every byte was seen. Raising here refuses the put: nothing is published."""
+
+
 @runtime_checkable
 class ObjectStore(Protocol):
     """Content-addressed bytes. Every method that takes an id raises ValueError for a
     string that is not one, and BlobMissing where a blob must exist and does not."""
 
-    def put(self, path: str | os.PathLike, *, blob_id: str | None = None) -> PutResult:
+    def put(
+        self,
+        path: str | os.PathLike,
+        *,
+        blob_id: str | None = None,
+        observer: ChunkObserver | None = None,
+    ) -> PutResult:
         """Store the file's bytes, hashed as they are copied.
 
         With `blob_id` (the caller's hash), bytes that hash otherwise raise BlobChanged and
         nothing is stored. A blob already stored is re-hashed: a good one is only touched,
-        a corrupt one is replaced by the new bytes."""
+        a corrupt one is replaced by the new bytes. An `observer` sees every byte copied
+        and may refuse the put in its `done`; with `blob_id` of a good stored blob nothing
+        is copied, and the observer sees nothing."""
 
     def put_bytes(self, data: bytes) -> PutResult:
         """Store DATA; same rules as `put`."""

@@ -18,10 +18,19 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from mint.store.base import CHUNK, BlobId, PutResult, check_blob_id, is_blob_id
+from mint.store.base import (
+    CHUNK,
+    BlobId,
+    ChunkObserver,
+    PutResult,
+    check_blob_id,
+    is_blob_id,
+    start_writeback,
+)
 from mint.store.errors import BlobChanged, BlobCorrupt, BlobMissing
 
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+WRITEBACK_EVERY = 8 * 1024 * 1024
 
 
 class LocalObjectStore:
@@ -40,7 +49,13 @@ class LocalObjectStore:
 
     # --- writing ---------------------------------------------------------------
 
-    def put(self, path: str | os.PathLike, *, blob_id: str | None = None) -> PutResult:
+    def put(
+        self,
+        path: str | os.PathLike,
+        *,
+        blob_id: str | None = None,
+        observer: ChunkObserver | None = None,
+    ) -> PutResult:
         """Store the file at PATH, hashing the bytes as they are copied (see ObjectStore)."""
         if blob_id is not None:
             blob_id = check_blob_id(blob_id)
@@ -48,9 +63,11 @@ class LocalObjectStore:
             if kept is not None:
                 return PutResult(blob_id, kept, False)
         with _Temp(self.tmp) as temp:
-            actual, size = temp.write(_read_chunks(path))
+            actual, size = temp.write(_read_chunks(path), observer)
             if blob_id is not None and actual != blob_id:
                 raise BlobChanged(str(path), blob_id, actual)
+            if observer is not None:
+                observer.done(actual, size)
             if blob_id is None:
                 kept = self._keep_existing(actual)
                 if kept is not None:
@@ -82,6 +99,7 @@ class LocalObjectStore:
         """Rename a verified temp file into place; it replaces a corrupt copy, if any."""
         final = self._path(blob_id)
         final.parent.mkdir(parents=True, exist_ok=True)
+        os.fsync(temp.fd)  # here, not while writing: a temp that is dropped is never synced
         os.fchmod(temp.fd, READ_ONLY)
         _set_mtime_now(temp.fd)
         os.replace(temp.path, final)
@@ -211,16 +229,25 @@ class _Temp:
             _unlink(self.path)
         os.close(self.fd)
 
-    def write(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
-        """Write CHUNKS, hashing them, and fsync. Returns (sha256, size)."""
-        digest, size = hashlib.sha256(), 0
+    def write(
+        self, chunks: Iterable[bytes], observer: ChunkObserver | None = None
+    ) -> tuple[BlobId, int]:
+        """Write CHUNKS, hashing them (and showing them to OBSERVER). Returns (sha256, size).
+
+        Writeback starts behind the writer, so that the fsync at publishing finds little
+        left to do: the disk works while the hashes are computed."""
+        digest, size, flushed = hashlib.sha256(), 0, 0
         for chunk in chunks:
+            if observer is not None:
+                observer.update(chunk)
             digest.update(chunk)
             view = memoryview(chunk)
             while view:
                 view = view[os.write(self.fd, view) :]
             size += len(chunk)
-        os.fsync(self.fd)
+            if size - flushed >= WRITEBACK_EVERY:
+                start_writeback(self.fd, flushed, size - flushed)
+                flushed = size
         return BlobId(digest.hexdigest()), size
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from mint.store.base import CHUNK, BlobId, PutResult, check_blob_id
+from mint.store.base import CHUNK, BlobId, ChunkObserver, PutResult, check_blob_id
 from mint.store.errors import BlobChanged, BlobCorrupt, BlobMissing
 
 _temp_names = itertools.count()
@@ -41,7 +41,13 @@ class MemoryObjectStore:
 
     # --- writing ---------------------------------------------------------------
 
-    def put(self, path: str | os.PathLike, *, blob_id: str | None = None) -> PutResult:
+    def put(
+        self,
+        path: str | os.PathLike,
+        *,
+        blob_id: str | None = None,
+        observer: ChunkObserver | None = None,
+    ) -> PutResult:
         """Store the file at PATH, hashing the bytes as they are read (see ObjectStore)."""
         if blob_id is not None:
             blob_id = check_blob_id(blob_id)
@@ -51,9 +57,11 @@ class MemoryObjectStore:
         name = f"blob-{next(_temp_names)}"
         self._temps[name] = time.time()
         try:
-            data, actual = _read_hashed(path)
+            data, actual = _read_hashed(path, observer)
             if blob_id is not None and actual != blob_id:
                 raise BlobChanged(str(path), blob_id, actual)
+            if observer is not None:
+                observer.done(actual, len(data))
             return self._store(actual, data)
         finally:
             self._temps.pop(name, None)
@@ -164,11 +172,15 @@ class MemoryObjectStore:
         self._temps.pop(name, None)
 
 
-def _read_hashed(path: str | os.PathLike) -> tuple[bytes, BlobId]:
+def _read_hashed(
+    path: str | os.PathLike, observer: ChunkObserver | None = None
+) -> tuple[bytes, BlobId]:
     """The file's bytes and their sha256, from one pass over the file."""
     digest, buf = hashlib.sha256(), bytearray()
     with open(path, "rb") as src:
         while chunk := src.read(CHUNK):
+            if observer is not None:
+                observer.update(chunk)
             digest.update(chunk)
             buf += chunk
     return bytes(buf), BlobId(digest.hexdigest())
