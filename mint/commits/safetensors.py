@@ -57,22 +57,40 @@ class SafetensorsHeader:
     metadata: dict
     tensors: tuple[TensorSpan, ...]
     file_size: int
+    raw: bytes = b""  # the file's first 8 + header_len bytes, as parsed
 
 
 def read_header(path: str | Path) -> SafetensorsHeader:
     """Parse and check the header: lengths, dtypes, shapes and offsets must all agree."""
     path = Path(path)
     size = os.path.getsize(path)
-    bad = lambda why: InvalidSafetensors(path, f"corrupt safetensors: {why}")  # noqa: E731
+    return parse_header(read_prefix(path, size), size, path)
+
+
+def read_prefix(path: str | Path, size: int) -> bytes:
+    """The first 8 + N bytes of the file (N: the header's length), checked against SIZE."""
     if size < 8:
-        raise bad("shorter than its 8-byte header length")
+        raise _bad(path, "shorter than its 8-byte header length")
     with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
+        first = f.read(8)
+        (n,) = struct.unpack("<Q", first)
         if n > MAX_HEADER or 8 + n > size:
-            raise bad(f"header length {n} runs past the end of the {size}-byte file")
-        raw = f.read(n)
+            raise _bad(path, f"header length {n} runs past the end of the {size}-byte file")
+        return first + f.read(n)
+
+
+def _bad(path, why: str) -> InvalidSafetensors:
+    return InvalidSafetensors(path, f"corrupt safetensors: {why}")
+
+
+def parse_header(raw: bytes, size: int, path: str | Path) -> SafetensorsHeader:
+    """The header in RAW (what `read_prefix` read) of a SIZE-byte file, checked."""
+    bad = lambda why: _bad(path, why)  # noqa: E731
+    (n,) = struct.unpack("<Q", raw[:8])
+    if len(raw) != 8 + n or 8 + n > size:
+        raise bad(f"header length {n} runs past the end of the {size}-byte file")
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = json.loads(raw[8:].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise bad(f"header is not JSON ({exc.__class__.__name__})") from None
     if not isinstance(header, dict):
@@ -90,7 +108,7 @@ def read_header(path: str | Path) -> SafetensorsHeader:
         cursor = s.end
     if cursor - data_start != data_len:
         raise bad(f"tensors cover {cursor - data_start} bytes but the data holds {data_len}")
-    return SafetensorsHeader(n, metadata, tuple(spans), size)
+    return SafetensorsHeader(n, metadata, tuple(spans), size, bytes(raw))
 
 
 def _span(name: str, info: object, data_start: int, bad) -> TensorSpan:
@@ -120,29 +138,74 @@ def _span(name: str, info: object, data_start: int, bad) -> TensorSpan:
 def hash_file_and_tensors(
     path: str | Path, header: SafetensorsHeader
 ) -> tuple[str, dict[str, str]]:
-    """One read of the file: its sha256, and the sha256 of each tensor's bytes."""
-    whole = hashlib.sha256()
-    per = {s.name: hashlib.sha256() for s in header.tensors}
-    spans = list(header.tensors)
-    i, pos = 0, 0
+    """One read of the file: its sha256, and the sha256 of each tensor's bytes; weights that
+    hold NaN or infinity are refused on the way (InvalidSafetensors)."""
+    whole, tensors = hashlib.sha256(), TensorPass(path, header)
+    size = 0
     with open(path, "rb") as f:
         while chunk := f.read(CHUNK):
             whole.update(chunk)
-            end = pos + len(chunk)
-            view = memoryview(chunk)
-            while i < len(spans) and spans[i].start < end:
-                s = spans[i]
-                lo, hi = max(s.start, pos), min(s.end, end)
-                if hi > lo:
-                    per[s.name].update(view[lo - pos : hi - pos])
-                if s.end <= end:
-                    i += 1
-                else:
-                    break
-            pos = end
-    if pos != header.file_size:
-        raise InvalidSafetensors(path, "file changed while it was being read")
-    return whole.hexdigest(), {k: h.hexdigest() for k, h in per.items()}
+            tensors.update(chunk)
+            size += len(chunk)
+    return whole.hexdigest(), tensors.finish(size)
+
+
+class TensorPass:
+    """The per-tensor half of one pass over a safetensors file.
+
+    Fed the file's bytes in order (`update`), it hashes each tensor, refuses NaN and infinity,
+    and checks that the header it reads is the one that was parsed; `finish` then checks the
+    size and returns the tensor hashes. A value split between two chunks is carried over."""
+
+    def __init__(self, path: str | Path, header: SafetensorsHeader):
+        self.path, self.header = path, header
+        self.spans = header.tensors  # sorted by start, contiguous
+        self.hashes = {s.name: hashlib.sha256() for s in self.spans}
+        self.i = self.pos = 0
+        self.carry = b""  # the start of a value cut by a chunk's end
+
+    def update(self, chunk: bytes) -> None:
+        pos, end, view = self.pos, self.pos + len(chunk), memoryview(chunk)
+        if pos < len(self.header.raw):
+            n = min(len(self.header.raw), end) - pos
+            if view[:n] != self.header.raw[pos : pos + n]:
+                raise self._changed()
+        while self.i < len(self.spans) and self.spans[self.i].start < end:
+            s = self.spans[self.i]
+            lo, hi = max(s.start, pos), min(s.end, end)
+            if hi > lo:
+                self.hashes[s.name].update(view[lo - pos : hi - pos])
+                self._check_values(s, view[lo - pos : hi - pos])
+            if s.end > end:
+                break
+            self.i += 1
+        self.pos = end
+
+    def finish(self, size: int) -> dict[str, str]:
+        """The tensor hashes, once the whole file (SIZE bytes) went through `update`."""
+        if size != self.pos or size != self.header.file_size:
+            raise self._changed()
+        return {name: h.hexdigest() for name, h in self.hashes.items()}
+
+    def _changed(self) -> InvalidSafetensors:
+        return InvalidSafetensors(self.path, "file changed while it was being read")
+
+    def _check_values(self, span: TensorSpan, part: memoryview) -> None:
+        width = _VALUE_BYTES.get(span.dtype)
+        if width is None:
+            return
+        if self.carry:
+            need = width - len(self.carry)
+            joined, part = self.carry + bytes(part[:need]), part[need:]
+            self.carry = b"" if len(joined) == width else joined
+            if not self.carry and _has_nonfinite(joined, span.dtype):
+                raise _nonfinite(self.path, span.name)
+            if self.carry:
+                return
+        whole = len(part) - len(part) % width
+        if whole and _has_nonfinite(part[:whole], span.dtype):
+            raise _nonfinite(self.path, span.name)
+        self.carry = bytes(part[whole:])
 
 
 def read_tensor_float(path: str | Path, span_start: int, nbytes: int, dtype: str):
@@ -174,23 +237,32 @@ _NONFINITE = {
 }
 
 
-def check_finite(path: str | Path, header: SafetensorsHeader) -> None:
-    """Refuse weights holding NaN or infinity: they would load, and answer garbage.
+_VALUE_BYTES = {dtype: DTYPE_SIZES[dtype] for dtype in (*_NONFINITE, "F8_E4M3")}
 
-    Works on the raw bits (exponent all ones), so no dtype is converted; F8_E4M3 has no
-    infinity and its NaN is S.1111.111."""
+
+def _nonfinite(path, name: str) -> InvalidSafetensors:
+    return InvalidSafetensors(path, f"tensor {name} holds NaN or infinite values")
+
+
+def _has_nonfinite(data, dtype: str) -> bool:
+    """Whether the raw values hold NaN or infinity: exponent bits all ones, so no dtype is
+    converted. F8_E4M3 has no infinity and its NaN is S.1111.111."""
+    import numpy as np
+
+    if dtype == "F8_E4M3":
+        return bool(np.any((np.frombuffer(data, dtype="u1") & 0x7F) == 0x7F))
+    kind, mask = _NONFINITE[dtype]
+    bits = np.frombuffer(data, dtype=kind)
+    ones = np.array(mask, dtype=kind)
+    return bool(np.any((bits & ones) == ones))
+
+
+def check_finite(path: str | Path, header: SafetensorsHeader) -> None:
+    """Refuse weights holding NaN or infinity: they would load, and answer garbage."""
     import numpy as np
 
     data = np.memmap(path, dtype="u1", mode="r")
     for t in header.tensors:
-        raw = data[t.start : t.end]
-        if t.dtype == "F8_E4M3":
-            bad = np.any((raw & 0x7F) == 0x7F)
-        elif t.dtype in _NONFINITE:
-            kind, mask = _NONFINITE[t.dtype]
-            bits = raw.view(kind)
-            bad = np.any((bits & np.array(mask, dtype=kind)) == np.array(mask, dtype=kind))
-        else:
-            continue
-        if bad:
-            raise InvalidSafetensors(path, f"tensor {t.name} holds NaN or infinite values")
+        if t.dtype in _VALUE_BYTES and t.end > t.start:
+            if _has_nonfinite(data[t.start : t.end], t.dtype):
+                raise _nonfinite(path, t.name)
