@@ -1,8 +1,10 @@
 """Read and check a PEFT adapter folder before anything is stored.
 
 `scan_adapter` walks the folder and checks everything (the config, the safetensors header,
-tensor names against target modules, shapes against `r`), and touches nothing.
-`hash_adapter` then reads each file once to compute blob ids and per-tensor hashes.
+tensor names against target modules, shapes against `r`), and touches nothing; given a stat
+cache, it takes an unchanged file's config or header from there instead of reading it.
+`hash_adapter` then reads each file once to compute blob ids and per-tensor hashes (a commit
+does that in the pass that copies the files into the store: `mint.commits.ingest`).
 """
 
 from __future__ import annotations
@@ -10,15 +12,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat as stat_mode
+import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from mint.commits.safetensors import (
     SafetensorsHeader,
-    check_finite,
     hash_file_and_tensors,
-    read_header,
+    parse_header,
+    read_prefix,
 )
+from mint.commits.statcache import FileStat, StatCache
 from mint.commits.targets import ranks, targeted
 from mint.errors import InvalidAdapter, NotAnAdapter, PickleRefused, UnsafePath
 from mint.store import sha256_file
@@ -40,6 +45,7 @@ class ScannedFile:
     path: str  # relative, POSIX
     abspath: Path
     size: int
+    stat: FileStat | None = None  # as the scan found it, before anything was read
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,11 @@ class ScannedAdapter:
     header: SafetensorsHeader
     peft: dict
     base_name: str | None
+    config_raw: bytes = b""  # the config's bytes, as parsed
+    seen_ns: int = 0  # when the files were looked at (time.time_ns), before any was read
+
+    def file(self, path: str) -> ScannedFile:
+        return next(f for f in self.files if f.path == path)
 
 
 @dataclass(frozen=True)
@@ -75,22 +86,34 @@ def safe_relpath(path: str) -> str:
     return path
 
 
-def scan_adapter(root: str | Path) -> ScannedAdapter:
-    """Check an adapter folder without writing anything; raise InvalidAdapter on any problem."""
+def scan_adapter(root: str | Path, *, cache: StatCache | None = None) -> ScannedAdapter:
+    """Check an adapter folder without writing anything; raise InvalidAdapter on any problem.
+
+    With CACHE, an unchanged file's config or header comes from the stat cache: nothing
+    of an unchanged folder is read."""
     root = Path(root)
     if not root.is_dir():
         raise InvalidAdapter(root, "not a folder")
+    seen_ns = time.time_ns()
     files = _walk(root)
-    names = {f.path for f in files}
+    names = {f.path: f for f in files}
     if CONFIG not in names:
         raise NotAnAdapter(root, f"no {CONFIG}")
     if WEIGHTS not in names:
         raise NotAnAdapter(root, f"no {WEIGHTS}")
-    config = _read_config(root / CONFIG)
-    header = read_header(root / WEIGHTS)
+    config_raw = _leading_bytes(names[CONFIG], cache, lambda f: f.abspath.read_bytes())
+    config = _parse_config(config_raw, root)
+    weights = names[WEIGHTS]
+    raw = _leading_bytes(weights, cache, lambda f: read_prefix(f.abspath, f.size))
+    header = parse_header(raw, weights.size, weights.abspath)
     peft = check_tensors(root, config, header)
     base_name = config.get("base_model_name_or_path")
-    return ScannedAdapter(root, tuple(files), config, header, peft, base_name)
+    return ScannedAdapter(root, tuple(files), config, header, peft, base_name, config_raw, seen_ns)
+
+
+def _leading_bytes(f: ScannedFile, cache: StatCache | None, read) -> bytes:
+    known = cache.get(f.abspath, f.stat) if cache is not None else None
+    return known.head if known is not None and known.head is not None else read(f)
 
 
 def _walk(root: Path) -> list[ScannedFile]:
@@ -122,31 +145,32 @@ def _rel(root: Path, path: Path) -> str:
 
 def _scanned(root: Path, abspath: Path) -> ScannedFile:
     rel = _rel(root, abspath)
-    if abspath.is_symlink():
+    st = abspath.lstat()
+    if stat_mode.S_ISLNK(st.st_mode):
         raise InvalidAdapter(root, f"{rel} is a symbolic link; mint stores regular files only")
-    if not abspath.is_file():
+    if not stat_mode.S_ISREG(st.st_mode):
         raise InvalidAdapter(root, f"{rel} is not a regular file")
     if abspath.name.lower().endswith(PICKLE_SUFFIXES):
         raise PickleRefused(root, rel)
-    return ScannedFile(rel, abspath, abspath.stat().st_size)
+    return ScannedFile(rel, abspath, st.st_size, FileStat.of(st))
 
 
-def _read_config(path: Path) -> dict:
+def _parse_config(raw: bytes, folder: Path) -> dict:
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidAdapter(path.parent, f"{CONFIG} is not valid JSON ({exc})") from None
+        raise InvalidAdapter(folder, f"{CONFIG} is not valid JSON ({exc})") from None
     if not isinstance(config, dict):
-        raise InvalidAdapter(path.parent, f"{CONFIG} does not hold a JSON object")
+        raise InvalidAdapter(folder, f"{CONFIG} does not hold a JSON object")
     peft_type = config.get("peft_type")
     if peft_type not in SUPPORTED_PEFT_TYPES:
         raise InvalidAdapter(
-            path.parent,
+            folder,
             f"unsupported peft_type {peft_type!r} (mint stores {', '.join(SUPPORTED_PEFT_TYPES)})",
         )
     r = config.get("r")
     if not isinstance(r, int) or r <= 0:
-        raise InvalidAdapter(path.parent, f"r must be a positive integer, found {r!r}")
+        raise InvalidAdapter(folder, f"r must be a positive integer, found {r!r}")
     return config
 
 
@@ -264,12 +288,12 @@ def check_against_base(
 
 
 def hash_adapter(scanned: ScannedAdapter) -> HashedAdapter:
-    """Hash every file once; the weights file's tensors are hashed in the same read."""
+    """Hash every file once; the weights file's tensors are hashed, and its values checked
+    for NaN and infinity, in the same read."""
     blobs, tensor_hashes = {}, {}
     for f in scanned.files:
         if f.path == WEIGHTS:
             blobs[f.path], tensor_hashes = hash_file_and_tensors(f.abspath, scanned.header)
-            check_finite(f.abspath, scanned.header)
         else:
             blobs[f.path] = sha256_file(f.abspath)
     return HashedAdapter(scanned, blobs, tensor_hashes)

@@ -15,11 +15,12 @@ from mint.commits.adapter import (
     CONFIG,
     WEIGHTS,
     check_against_base,
-    hash_adapter,
     scan_adapter,
 )
 from mint.commits.files import write_files
+from mint.commits.ingest import from_cache, ingest, known_files
 from mint.commits.safetensors import read_tensor_float
+from mint.commits.statcache import StatCache
 from mint.errors import BlobMissing, DestinationNotEmpty, InvalidAdapter, WrongKind
 from mint.faults import crash_point
 from mint.ids import CommitId, Kind, utcnow
@@ -55,17 +56,34 @@ def commit(
 ) -> CommitResult:
     """Record the PEFT adapter folder as a new commit on LINE (parent: LINE's head).
 
-    Everything is checked before anything is written; blobs are durable before the
-    transaction that refers to them; the head moves by compare-and-swap.
+    Everything is checked before anything is published; each byte is read once, in the pass
+    that copies it into the store, and not at all when the stat cache knows the file; blobs
+    are durable before the transaction that refers to them; the head moves by compare-and-swap.
     """
     check_inputs(line, message, meta)
-    scanned = scan_adapter(adapter_dir)
-    with repo.db.read() as conn:
-        base_row = find_base(conn, scanned.base_name, base)
-        check_against_base(scanned.root, scanned.header, base_row.config, base_row.name)
-        head, head_tree = line_head(conn, line, Kind.ADAPTER)
-    hashed = hash_adapter(scanned)
-    new = rows.NewCommit(
+    cache = StatCache.in_folder(repo.mint_dir)
+    try:
+        scanned = scan_adapter(adapter_dir, cache=cache)
+        with repo.db.read() as conn:
+            base_row = find_base(conn, scanned.base_name, base)
+            check_against_base(scanned.root, scanned.header, base_row.config, base_row.name)
+            head, head_tree = line_head(conn, line, Kind.ADAPTER)
+        known = known_files(scanned, cache)
+        hashed, written = from_cache(scanned, known), None
+        if hashed is None:  # read what the cache does not know, storing it on the way
+            hashed, written = ingest(scanned, repo.store, cache, known)
+    finally:
+        cache.close()
+    fields = dict(meta=meta, provenance=provenance, author=author, message=message)
+    new = _new_commit(line, head, hashed, base_row, **fields)
+    if head_tree == new.tree:
+        return CommitResult(CommitId(head), line, [], created=False)
+    return record(repo, new, head, _blob_storer(repo, hashed, written))
+
+
+def _new_commit(line, head, hashed, base_row, *, meta, provenance, author, message):
+    scanned = hashed.scanned
+    return rows.NewCommit(
         kind=Kind.ADAPTER,
         line=line,
         parents=[head] if head else [],
@@ -81,16 +99,23 @@ def commit(
         config=scanned.config,
         tensors=_tensor_entries(scanned, hashed),
     )
-    if head_tree == new.tree:
-        return CommitResult(CommitId(head), line, [], created=False)
+
+
+def _blob_storer(repo: Repo, hashed, written: int | None):
+    """What `record` calls to store the blobs: the first time, nothing if the pass already
+    stored them; otherwise every blob goes through put: one already stored is made young
+    again for gc's grace period (a corrupt one replaced), a missing one copied and checked
+    against the id it is recorded under (BlobChanged if the file no longer hashes to it)."""
+    done = [written] if written is not None else []
 
     def store_blobs() -> int:
-        # Every blob goes through put: a new one is copied (and re-hashed on the way), one
-        # already stored is made young again for gc's grace period, a corrupt one replaced.
-        puts = [repo.store.put(f.abspath, blob_id=hashed.blobs[f.path]) for f in scanned.files]
+        if done:
+            return done.pop()
+        files = hashed.scanned.files
+        puts = [repo.store.put(f.abspath, blob_id=hashed.blobs[f.path]) for f in files]
         return sum(p.size for p in puts if p.written)
 
-    return record(repo, new, head, store_blobs)
+    return store_blobs
 
 
 def check_inputs(line: str, message: str, meta: dict | None = None) -> None:

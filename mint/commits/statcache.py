@@ -1,0 +1,186 @@
+"""A stat cache, as git's index: what a file held when it was last read, keyed by what `lstat`
+says about it, so that committing an unchanged folder again reads no file contents.
+
+An entry is trusted only when every stat field (size, mtime_ns, ctime_ns, inode, device) is
+the same as when the file was read, and the file's times were at least `RACY_NS` older than
+that moment (racy git: a file changed again within one timestamp tick of being read would
+otherwise look unchanged; two seconds also covers file systems that keep whole or even
+seconds). Entries that would be racy are not kept: the next commit reads the file again.
+
+The cache is `.mint/statcache.db`, a SQLite file the local repository owns. It is a shortcut
+and nothing more: an error reading or writing it counts as a miss, and a blob id it gives is
+still checked against the file's bytes if the store has to copy them again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+FILENAME = "statcache.db"
+RACY_NS = 2_000_000_000
+MAX_ENTRIES = 4096
+_VERSION = 1
+_SCHEMA = """CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    stat TEXT NOT NULL,
+    blob TEXT NOT NULL,
+    head BLOB,
+    tensors TEXT,
+    seen_ns INTEGER NOT NULL
+)"""
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """What `lstat` says about a file, as far as telling a change goes."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileStat:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+    @property
+    def key(self) -> str:
+        # Text, not integers: inode and device numbers may not fit SQLite's signed 64 bits.
+        return f"{self.size} {self.mtime_ns} {self.ctime_ns} {self.ino} {self.dev}"
+
+    def racy(self, seen_ns: int) -> bool:
+        """Whether the file changed too close to SEEN_NS (when it was read) to be trusted."""
+        return max(self.mtime_ns, self.ctime_ns) + RACY_NS > seen_ns
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a file held when it was read: its blob id, the leading bytes a scan reads (all
+    of a small file such as the config, the header of a safetensors file) and, for weights,
+    the hash of each tensor."""
+
+    blob: str
+    head: bytes | None = None
+    tensors: dict[str, str] | None = None
+
+
+class StatCache:
+    """The stat cache of one repository; `StatCache(None)` is one that never hits."""
+
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = Path(path) if path is not None else None
+        self._conn: sqlite3.Connection | None = None
+        self._pending: dict[str, tuple] = {}
+        self.hits = 0
+
+    @classmethod
+    def in_folder(cls, mint_dir: str | os.PathLike | None) -> StatCache:
+        return cls(Path(mint_dir) / FILENAME if mint_dir is not None else None)
+
+    def get(self, abspath: str | os.PathLike, stat: FileStat | None) -> Known | None:
+        """What the file at ABSPATH holds, if it is known and STAT says it is unchanged."""
+        if stat is None or self._connect() is None:
+            return None
+        try:
+            row = self._conn.execute(
+                "SELECT stat, blob, head, tensors, seen_ns FROM files WHERE path = ?",
+                (_key(abspath),),
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None or row[0] != stat.key or stat.racy(row[4]):
+            return None
+        self.hits += 1
+        return Known(row[1], row[2], json.loads(row[3]) if row[3] else None)
+
+    def add(self, abspath: str | os.PathLike, stat: FileStat, seen_ns: int, known: Known):
+        """Remember KNOWN for the file, as STAT described it at SEEN_NS, before it was read
+        (the caller checks that the stat did not change while the file was read)."""
+        if self.path is None or stat.racy(seen_ns):
+            return
+        tensors = json.dumps(known.tensors, sort_keys=True) if known.tensors else None
+        self._pending[_key(abspath)] = (stat.key, known.blob, known.head, tensors, seen_ns)
+
+    def close(self) -> None:
+        """Write what was added (one transaction; on any error the cache stays as it was)."""
+        try:
+            if self._pending and self._connect() is not None:
+                self._save()
+        except sqlite3.Error:
+            pass
+        finally:
+            self._pending.clear()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _save(self) -> None:
+        rows = [(path, *values) for path, values in self._pending.items()]
+        with _transaction(self._conn):
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO files (path, stat, blob, head, tensors, seen_ns) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            count = self._conn.execute("SELECT count(*) FROM files").fetchone()[0]
+            if count > MAX_ENTRIES:  # keep the files read most recently
+                self._conn.execute(
+                    "DELETE FROM files WHERE path NOT IN "
+                    "(SELECT path FROM files ORDER BY seen_ns DESC LIMIT ?)",
+                    (MAX_ENTRIES,),
+                )
+
+    def _connect(self) -> sqlite3.Connection | None:
+        if self._conn is None and self.path is not None and self.path.parent.is_dir():
+            try:
+                self._conn = _open(self.path)
+            except sqlite3.DatabaseError:  # not a database (any more): start it afresh
+                self._conn = _reopen(self.path)
+            except sqlite3.Error:
+                self._conn = None
+            if self._conn is None:
+                self.path = None  # unusable: behave as a cache that never hits
+        return self._conn
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=2.0, isolation_level=None)
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] != _VERSION:
+            with _transaction(conn):
+                conn.execute("DROP TABLE IF EXISTS files")
+                conn.execute(_SCHEMA)
+                conn.execute(f"PRAGMA user_version = {_VERSION}")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
+def _reopen(path: Path) -> sqlite3.Connection | None:
+    try:
+        path.unlink(missing_ok=True)
+        return _open(path)
+    except (OSError, sqlite3.Error):
+        return None
+
+
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _key(abspath: str | os.PathLike) -> str:
+    return os.fsdecode(os.path.abspath(abspath))
