@@ -129,7 +129,8 @@ def test_base_that_does_not_fit(based, repo, adapter, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name", ["a/b", "..", "a..b", "has space", "tab\there", "nul\x01", "@x", "_lead", ""]
+    "name",
+    ["a/b/c", "/a", "a/", "..", "a..b", "has space", "tab\there", "nul\x01", "@x", "_lead", ""],
 )
 def test_hostile_line_names(based, repo, models, name):
     refused(based, repo, ["commit", name, models["a2"], "-m", "x"], "invalid line name")

@@ -364,7 +364,7 @@ def test_offline_in_process_reads_the_env_at_call_time(based, repo, hf_env, monk
         ("hf://org/otherbase", [], "is not a registered base"),
         ("hf://org/ad@v1", ["--base", "nope"], "base 'nope' is not registered"),
         ("org/ad", [], "is not a hub address"),
-        ("hf://org/ad@v1", ["--as", "bad/line"], "invalid line name"),
+        ("hf://org/ad@v1", ["--as", "bad/li/ne"], "invalid line name"),
     ],
 )
 def test_errors(based, repo, uri, extra, expect):

@@ -34,17 +34,36 @@ def registry() -> None:
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--max-body", type=click.IntRange(1), help="Largest JSON body, in bytes.")
 @click.option("--max-blob", type=click.IntRange(1), help="Largest blob upload, in bytes.")
+@click.option(
+    "--hf-main",
+    metavar="CHANNEL",
+    help="The Hub protocol's `main` revision is this channel's holder (default: the head).",
+)
+@click.option("--public-read", is_flag=True, help="The Hub protocol's reads need no token.")
 @click.pass_obj
-def serve(ctx, host: str, port: int, max_body: int | None, max_blob: int | None) -> None:
-    """Serve the repository's HTTP API (/api/v1/, /openapi.json) until interrupted."""
+def serve(
+    ctx,
+    host: str,
+    port: int,
+    max_body: int | None,
+    max_blob: int | None,
+    hf_main: str | None,
+    public_read: bool,
+) -> None:
+    """Serve the repository's HTTP API (/api/v1/, /openapi.json) and the Hugging Face Hub's
+    download protocol (HF_ENDPOINT=URL: lines are repos, channels and tags revisions) until
+    interrupted."""
     from dataclasses import replace
 
+    from mint.refs import check_name
     from mint.registry.app import serve as run
     from mint.registry.limits import Limits
 
     limits = Limits()
     limits = replace(limits, body=max_body or limits.body, blob=max_blob or limits.blob)
-    run(_local_repo(ctx), host, port, limits)
+    if hf_main is not None:
+        check_name("channel", hf_main)
+    run(_local_repo(ctx), host, port, limits, hf_main=hf_main, public_read=public_read)
 
 
 @registry.group()

@@ -97,8 +97,17 @@ def _prompt(ref: str, files: list[str], where: str) -> str:
     return path
 
 
+_PINNED = re.compile(r"^[0-9a-f]{64}$")
+
+
+def member_path(ref: str, label: str) -> str:
+    """The folder of a member: REF as a path; or, for a member pinned to a commit id (a set's
+    checkout, as a mint registry serves it), the folder its layout gives it, its label."""
+    return label if _PINNED.match(ref) else norm(ref)
+
+
 def _member_folder(ref: str, files: list[str], where: str, label: str) -> str:
-    folder = norm(ref)
+    folder = member_path(ref, label)
     if f"{folder}/{CONFIG}" not in files:
         raise InvalidConfig(
             f"{where}: {MOL} member {label} = {ref!r} is not a folder of the repo with an {CONFIG}"
@@ -156,7 +165,7 @@ def _link_or_copy(src: Path, target: Path) -> None:
 def pinned_mol(plan: Plan, ids: dict[str, str], line: str) -> str:
     """The set's mol.toml with each member folder replaced by its commit id, named LINE."""
     mol = plan.mol
-    pin = {(role, label): ids[norm(ref)] for role, label, ref in roles(mol)}
+    pin = {(role, label): ids[member_path(ref, label)] for role, label, ref in roles(mol)}
     return render_mol(
         {
             "name": line,

@@ -1,7 +1,7 @@
 """Names and revisions: one resolver for every revision form.
 
 Revision syntax: LINE, LINE@TAG, LINE@CHANNEL, LINE@HEXPREFIX, REV~N, a full id or a unique
-hex prefix of 7 or more characters.
+hex prefix of 7 or more characters. A LINE may be NAMESPACE/NAME.
 """
 
 from __future__ import annotations
@@ -22,18 +22,34 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _REV = re.compile(r"^(?P<base>[^~]+)(?P<tilde>(?:~\d*)*)$")
 
 
+NAMESPACED = ("line", "set")  # kinds whose names may be NAMESPACE/NAME
+MAX_NAME = 100
+
+
 def check_name(kind: str, name: str) -> str:
-    """Line, tag and channel names: letters, digits, '.', '_' and '-', no '..'."""
+    """Line, tag and channel names: letters, digits, '.', '_' and '-', no '..'. A line (or a
+    set's) name may be NAMESPACE/NAME: one slash between two such names."""
     if not isinstance(name, str) or not name:
         raise InvalidName(kind, str(name), "it is empty")
-    if not _NAME.match(name):
+    if kind in NAMESPACED and name.count("/") == 1:
+        if len(name) > MAX_NAME:
+            raise InvalidName(kind, name, f"it is longer than {MAX_NAME} characters")
+        for part in name.split("/"):
+            _check_part(kind, name, part)
+        return name
+    return _check_part(kind, name, name)
+
+
+def _check_part(kind: str, name: str, part: str) -> str:
+    if not _NAME.match(part):
+        spaced = " or NAMESPACE/NAME" if kind in NAMESPACED else ""
         raise InvalidName(
             kind,
             name,
-            "use letters, digits, '.', '_' and '-' (no '/', '@', '~', spaces or control "
-            "characters)",
+            f"use letters, digits, '.', '_' and '-'{spaced} (no other '/', no '@', '~', "
+            "spaces or control characters)",
         )
-    if ".." in name or name.endswith((".", ".lock")):
+    if ".." in part or part.endswith((".", ".lock")):
         raise InvalidName(kind, name, "it may not contain '..' or end with '.' or '.lock'")
     return name
 

@@ -10,13 +10,24 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from mint import __version__
-from mint.registry import failures, routes_blobs, routes_read, routes_transfer, routes_write
+from mint.registry import (
+    failures,
+    routes_blobs,
+    routes_hub,
+    routes_read,
+    routes_transfer,
+    routes_write,
+)
 from mint.registry.limits import BodyLimit, Limits
 from mint.repo import Repo
 
 
-def create_app(repo: Repo, limits: Limits | None = None) -> FastAPI:
-    """The application serving REPO under /api/v1/, described at /openapi.json."""
+def create_app(
+    repo: Repo, limits: Limits | None = None, hf_main: str | None = None, public_read=False
+) -> FastAPI:
+    """The application serving REPO under /api/v1/, described at /openapi.json, and the Hub's
+    download protocol (`routes_hub`): `main` is HF_MAIN's holder when given, else the head;
+    PUBLIC_READ opens the Hub's reads to requests without a token."""
     app = FastAPI(
         title="mint registry",
         version=__version__,
@@ -31,6 +42,7 @@ def create_app(repo: Repo, limits: Limits | None = None) -> FastAPI:
         app.include_router(module.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])
     failures.install(app)
+    routes_hub.install(app, hf_main, public_read)
     app.add_middleware(BodyLimit, limits=app.state.limits)
     return app
 
@@ -40,10 +52,10 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-def serve(repo: Repo, host: str, port: int, limits: Limits | None = None) -> None:
+def serve(repo: Repo, host: str, port: int, limits: Limits | None = None, **hub) -> None:
     """Run the application with uvicorn until interrupted (SIGINT or SIGTERM)."""
     import uvicorn
 
     # uvicorn's access log shows the method, path and status: never a request's headers,
     # so bearer tokens stay out of it.
-    uvicorn.run(create_app(repo, limits), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(repo, limits, **hub), host=host, port=port, log_level="info")

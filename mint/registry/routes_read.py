@@ -51,7 +51,7 @@ def log(
     return answer(visible(who, api.log(repo, rev, n), lambda c: c.line))
 
 
-@router.get("/commits/{rev}", response_model=model_of(objects.CommitDetail))
+@router.get("/commits/{rev:path}", response_model=model_of(objects.CommitDetail))
 def show(repo: RepoDep, who: Reader, rev: Rev) -> MintJSON:
     check_rev(repo, who, rev)
     return answer(api.show(repo, rev))

@@ -65,7 +65,7 @@ def _str(d: dict, key: str) -> bool:
     return isinstance(d.get(key), str)
 
 
-@router.post("/lines/{line}/head", response_model=HeadMoved)
+@router.post("/lines/{line:path}/head", response_model=HeadMoved)
 def move_head(repo: RepoDep, who: Writer, line: Name, body: HeadBody) -> MintJSON:
     """Move LINE's head from OLD (null: a new line) to NEW; 409 if it is not at OLD, or NEW
     does not descend from it (unless forced: a maintainer's)."""
@@ -76,7 +76,7 @@ def move_head(repo: RepoDep, who: Writer, line: Name, body: HeadBody) -> MintJSO
     return answer({"line": line, "head": body.new})
 
 
-@router.get("/lines/{line}/objects", response_model=LineObjects)
+@router.get("/lines/{line:path}/objects", response_model=LineObjects)
 def line_objects(
     repo: RepoDep,
     who: Reader,

@@ -47,7 +47,7 @@ def tag(repo: RepoDep, who: Writer, body: TagBody) -> MintJSON:
     return answer(result)
 
 
-@router.delete("/tags/{line}/{tag}", response_model=model_of(objects.RefInfo))
+@router.delete("/tags/{line:path}/{tag}", response_model=model_of(objects.RefInfo))
 def tag_delete(repo: RepoDep, who: Maintainer, line: Name, tag: Name) -> MintJSON:
     check_line(who, line)
     return answer(api.tag_delete(repo, f"{line}@{tag}", by=who.name))

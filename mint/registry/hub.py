@@ -1,0 +1,179 @@
+"""The Hugging Face Hub's download protocol over a registry's lines (`../shared/HF-PROTOCOL.md`):
+what a revision names, the files a commit shows, and the typed errors the Hub client reads.
+
+A line is a model repo whose id is the line's name; its revisions are `main` (the head, or the
+holder of the channel the server names with `--hf-main`), its channels and tags, and its commits,
+shown as the first 40 hex digits of their ids. A set commit shows its checkout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from starlette.responses import JSONResponse
+
+from mint import schema as s
+from mint.commits import rows
+from mint.commits.operations import checkout_items
+from mint.errors import MintError
+from mint.ids import RefKind
+from mint.refs import find_line, resolve
+from mint.repo import Repo
+
+SHOWN = 40  # hex digits of a commit id shown to the client: it takes 40 as an immutable commit
+_PLAIN_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class HubMiss(Exception):
+    """A typed Hub error: 404 with `X-Error-Code` (RepoNotFound, RevisionNotFound,
+    EntryNotFound), and `X-Repo-Commit` when the commit is known."""
+
+    def __init__(self, code: str, message: str, commit: str | None = None):
+        super().__init__(message)
+        self.code, self.message, self.commit = code, message, commit
+
+
+def miss_response(exc: HubMiss) -> JSONResponse:
+    headers = {"X-Error-Code": exc.code, "X-Error-Message": exc.message}
+    if exc.commit:
+        headers["X-Repo-Commit"] = exc.commit
+    return JSONResponse({"error": exc.message}, status_code=404, headers=headers)
+
+
+@dataclass(frozen=True)
+class HubFile:
+    path: str
+    size: int
+    sha256: str
+    blob: str | None  # the store's blob id, or None when the bytes are generated
+    data: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    line: str
+    commit: str  # the full id
+    modified: str  # ISO time of the commit
+    files: dict[str, HubFile]
+
+    @property
+    def sha(self) -> str:
+        return self.commit[:SHOWN]
+
+
+def revision_of(conn, line: str, rev: str, hf_main: str | None) -> str:
+    """The full commit id REV names on LINE (HubMiss when it names none)."""
+    if find_line(conn, line) is None:
+        raise HubMiss("RepoNotFound", f"no line {line!r}")
+    if rev == "main" and hf_main is None:
+        target = line
+    elif rev == "main":
+        target = f"{line}@{hf_main}"
+    elif _PLAIN_REV.match(rev):
+        target = f"{line}@{rev}"
+    else:
+        raise HubMiss("RevisionNotFound", f"{line} has no revision {rev!r}")
+    try:
+        return resolve(conn, target).id
+    except MintError as exc:
+        raise HubMiss("RevisionNotFound", f"{line} has no revision {rev!r}") from exc
+
+
+def snapshot(repo: Repo, line: str, rev: str, hf_main: str | None) -> Snapshot:
+    """The commit LINE@REV names and the files its checkout holds."""
+    with repo.db.read() as conn:
+        cid = revision_of(conn, line, rev, hf_main)
+        created = rows.commit_row(conn, cid).created_at
+        items = checkout_items(conn, cid)
+    files = {}
+    for path, item in items:
+        if isinstance(item, bytes):
+            digest = hashlib.sha256(item).hexdigest()
+            files[path] = HubFile(path, len(item), digest, None, item)
+        else:
+            files[path] = HubFile(path, repo.store.size(item), item, item)
+    return Snapshot(line, cid, hub_time(created), dict(sorted(files.items())))
+
+
+def hub_time(value) -> str:
+    """A stored time as the Hub writes one: UTC, milliseconds, a `Z`."""
+    when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def sibling(f: HubFile) -> dict:
+    lfs = {"sha256": f.sha256, "size": f.size, "pointerSize": 134}
+    return {"rfilename": f.path, "size": f.size, "blobId": f.sha256[:SHOWN], "lfs": lfs}
+
+
+def model_info(snap: Snapshot) -> dict:
+    return {
+        "_id": snap.sha,
+        "id": snap.line,
+        "modelId": snap.line,
+        "sha": snap.sha,
+        "lastModified": snap.modified,
+        "createdAt": snap.modified,
+        "private": False,
+        "disabled": False,
+        "gated": False,
+        "tags": [],
+        "siblings": [sibling(f) for f in snap.files.values()],
+    }
+
+
+def tree_items(snap: Snapshot, folder: str, recursive: bool) -> list[dict]:
+    """The entries under FOLDER ('' for the root): files, and folders as directories."""
+    prefix = f"{folder.strip('/')}/" if folder.strip("/") else ""
+    if prefix and not any(p.startswith(prefix) for p in snap.files):
+        if prefix[:-1] in snap.files:
+            return [_file_item(snap.files[prefix[:-1]])]
+        raise HubMiss("EntryNotFound", f"{snap.line} has no {folder!r}", snap.sha)
+    entries: dict[str, dict] = {}
+    for path, f in snap.files.items():
+        if not path.startswith(prefix):
+            continue
+        parts = path[len(prefix) :].split("/")
+        for depth in range(1, len(parts)):
+            if depth > 1 and not recursive:
+                break
+            d = prefix + "/".join(parts[:depth])
+            oid = hashlib.sha1(f"{snap.commit}:{d}".encode()).hexdigest()
+            entries.setdefault(d, {"type": "directory", "path": d, "oid": oid})
+        if len(parts) == 1 or recursive:
+            entries[path] = _file_item(f)
+    return [entries[k] for k in sorted(entries)]
+
+
+def _file_item(f: HubFile) -> dict:
+    lfs = {"oid": f.sha256, "size": f.size, "pointerSize": 134}
+    return {"type": "file", "path": f.path, "oid": f.sha256[:SHOWN], "size": f.size, "lfs": lfs}
+
+
+def refs_of(repo: Repo, line: str, hf_main: str | None) -> dict:
+    """Branches (`main` and the channels) and tags, each with its commit's 40 digits."""
+    with repo.db.read() as conn:
+        row = find_line(conn, line)
+        if row is None:
+            raise HubMiss("RepoNotFound", f"no line {line!r}")
+        q = sa.select(s.refs.c.name, s.refs.c.kind, s.refs.c.target).where(s.refs.c.line == line)
+        refs = conn.execute(q.order_by(s.refs.c.name)).all()
+        try:
+            main = revision_of(conn, line, "main", hf_main)
+        except HubMiss:
+            main = None
+
+    def item(name: str, kind: str, target: str) -> dict:
+        return {"name": name, "ref": f"refs/{kind}/{name}", "targetCommit": target[:SHOWN]}
+
+    branches = [item("main", "heads", main)] if main else []
+    channels = [r for r in refs if r.kind == RefKind.CHANNEL and r.name != "main"]
+    branches += [item(r.name, "heads", r.target) for r in channels]
+    tags = [item(r.name, "tags", r.target) for r in refs if r.kind == RefKind.TAG]
+    return {"branches": branches, "converts": [], "tags": tags, "pullRequests": []}

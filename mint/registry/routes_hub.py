@@ -1,0 +1,192 @@
+"""The Hub's download routes (`mint.registry.hub`): repo info, tree, refs and resolve, read by
+an unmodified `huggingface_hub` client whose `HF_ENDPOINT` is this server.
+
+Paths are parsed from the raw request path, so a revision quoted with `%2F` stays one segment.
+Reads need a reader token unless the server was started with `--public-read`.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, unquote
+
+from fastapi import APIRouter, FastAPI, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from mint.refs import find_line
+from mint.registry.auth import check_line, requires
+from mint.registry.hub import (
+    HubFile,
+    HubMiss,
+    Snapshot,
+    miss_response,
+    model_info,
+    refs_of,
+    snapshot,
+    tree_items,
+)
+from mint.registry.tokens import Access, authenticate
+from mint.registry.upload import verified_chunks
+
+router = APIRouter(tags=["hub"], include_in_schema=False)
+PAGE = 1000
+OCTETS = "application/octet-stream"
+CHUNK = 1 << 20
+
+
+def _segments(request: Request, skip: int) -> list[str]:
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    parts = raw.decode("latin-1").split("?", 1)[0].strip("/").split("/")
+    return [unquote(p) for p in parts[skip:]]
+
+
+def _reader(request: Request, line: str) -> None:
+    """A reader token whose lines hold LINE, unless reads are public."""
+    if request.app.state.hub.get("public_read"):
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    who = authenticate(
+        request.app.state.repo, token.strip() if scheme.lower() == "bearer" else None
+    )
+    requires(Access.READER)(who)
+    check_line(who, line)
+
+
+def _hf_main(request: Request) -> str | None:
+    return request.app.state.hub.get("main")
+
+
+def _split_repo(request: Request, parts: list[str]) -> tuple[str, list[str]]:
+    """(line, what follows) of PARTS: a repo id of two segments when the second is not an
+    action, or when a line of that name exists."""
+    if len(parts) >= 2:
+        two = "/".join(parts[:2])
+        if parts[1] not in ("revision", "tree", "refs"):
+            return two, parts[2:]
+        with request.app.state.repo.db.read() as conn:
+            if find_line(conn, two) is not None:
+                return two, parts[2:]
+    return parts[0], parts[1:]
+
+
+@router.get("/api/models/{rest:path}")
+def api_models(request: Request) -> Response:
+    """Repo info (`/{repo}`, `/{repo}/revision/{rev}`), `/{repo}/tree/{rev}[/{path}]` and
+    `/{repo}/refs`."""
+    line, rest = _split_repo(request, _segments(request, 2))
+    _reader(request, line)
+    repo, main = request.app.state.repo, _hf_main(request)
+    if not rest or (rest[0] == "revision" and len(rest) == 2):
+        return JSONResponse(model_info(snapshot(repo, line, rest[1] if rest else "main", main)))
+    if rest == ["refs"]:
+        return JSONResponse(refs_of(repo, line, main))
+    if rest[0] == "tree" and len(rest) >= 2:
+        snap = snapshot(repo, line, rest[1], main)
+        return _tree_page(request, snap, "/".join(rest[2:]))
+    raise HubMiss("EntryNotFound", f"no such route under {line}")
+
+
+def _tree_page(request: Request, snap: Snapshot, folder: str) -> Response:
+    recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
+    items = tree_items(snap, folder, recursive)
+    start = int(request.query_params.get("cursor", "0") or 0)
+    page, headers = items[start : start + PAGE], {}
+    if start + PAGE < len(items):
+        url = request.url.include_query_params(cursor=str(start + PAGE))
+        headers["Link"] = f'<{url}>; rel="next"'
+    return JSONResponse(page, headers=headers)
+
+
+@router.api_route("/{a}/resolve/{rest:path}", methods=["GET", "HEAD"])
+def resolve_one(request: Request) -> Response:
+    return _resolve(request, _segments(request, 0), 1)
+
+
+@router.api_route("/{a}/{b}/resolve/{rest:path}", methods=["GET", "HEAD"])
+def resolve_two(request: Request) -> Response:
+    return _resolve(request, _segments(request, 0), 2)
+
+
+def _resolve(request: Request, parts: list[str], n: int) -> Response:
+    """HEAD or GET one file of a revision: its metadata, and on GET its bytes (a `Range` gets
+    206)."""
+    line, rest = "/".join(parts[:n]), parts[n + 1 :]
+    _reader(request, line)
+    if len(rest) < 2:
+        raise HubMiss("EntryNotFound", "no file named")
+    snap = snapshot(request.app.state.repo, line, rest[0], _hf_main(request))
+    path = "/".join(rest[1:])
+    f = snap.files.get(path)
+    if f is None:
+        raise HubMiss("EntryNotFound", f"{line} has no file {path!r} at {rest[0]}", snap.sha)
+    headers = {
+        "X-Repo-Commit": snap.sha,
+        "ETag": f'"{f.sha256}"',
+        "X-Linked-Etag": f'"{f.sha256}"',
+        "X-Linked-Size": str(f.size),
+        "Accept-Ranges": "bytes",
+        "Content-Disposition": f"inline; filename*=UTF-8''{quote(path.rsplit('/', 1)[-1])}",
+    }
+    span = _range(request.headers.get("range"), f.size)
+    if request.method == "HEAD":
+        return Response(headers={**headers, "Content-Length": str(f.size)}, media_type=OCTETS)
+    if span is None:
+        headers["Content-Length"] = str(f.size)
+        return StreamingResponse(_whole(request, f), media_type=OCTETS, headers=headers)
+    start, end = span
+    headers["Content-Length"] = str(end - start + 1)
+    headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"
+    body = _part(request, f, start, end)
+    return StreamingResponse(body, status_code=206, media_type=OCTETS, headers=headers)
+
+
+def _range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(first, last) byte of a single `bytes=` range, or None for the whole file."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first, _, last = header[6:].strip().partition("-")
+    try:
+        if not first:
+            start, end = max(size - int(last), 0), size - 1
+        else:
+            start, end = int(first), min(int(last) if last else size - 1, size - 1)
+    except ValueError:
+        return None
+    if start > end or start >= size:
+        return None
+    return start, end
+
+
+def _whole(request: Request, f: HubFile):
+    if f.data is not None:
+        yield f.data
+        return
+    yield from verified_chunks(request.app.state.repo.store, f.blob)
+
+
+def _part(request: Request, f: HubFile, start: int, end: int):
+    """Bytes START..END of F (the client checks the whole file against its sha256)."""
+    if f.data is not None:
+        yield f.data[start : end + 1]
+        return
+    left = end - start + 1
+    with request.app.state.repo.store.open(f.blob) as handle:
+        handle.seek(start)
+        while left > 0:
+            chunk = handle.read(min(CHUNK, left))
+            if not chunk:
+                return
+            left -= len(chunk)
+            yield chunk
+
+
+async def on_miss(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HubMiss)
+    return miss_response(exc)
+
+
+def install(app: FastAPI, hf_main: str | None = None, public_read: bool = False) -> None:
+    """Serve the Hub's routes on APP (after its own, so /api/v1/ is matched first)."""
+    app.state.hub = {"main": hf_main, "public_read": public_read}
+    app.include_router(router)
+    app.add_exception_handler(HubMiss, on_miss)
