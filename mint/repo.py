@@ -3,6 +3,10 @@
 `.mint/config.json` keeps the database URL without its password. A password given at
 `init` goes to `.mint/db-password`, readable by its owner alone; PostgreSQL's own
 PGPASSWORD and ~/.pgpass work as well.
+
+Blobs go to `.mint/objects/` unless `init` was given a store URL (`s3://BUCKET/PREFIX`),
+which the config keeps as `store`; an S3 store reads through a local verified cache in
+`.mint/cache/s3/`, at most `store_cache_bytes` (10 GiB unless the config says otherwise).
 """
 
 from __future__ import annotations
@@ -35,37 +39,74 @@ class Repo:
         self.db.dispose()
 
 
-def init(path: str | os.PathLike = ".", db_url: str | None = None) -> tuple[Repo, bool]:
-    """Create `path/.mint/` and migrate its database to head. Returns (repo, created)."""
+def init(
+    path: str | os.PathLike = ".", db_url: str | None = None, store: str | None = None
+) -> tuple[Repo, bool]:
+    """Create `path/.mint/` and migrate its database to head. Returns (repo, created).
+
+    STORE is where blobs go: None for `.mint/objects/`, or `s3://BUCKET/PREFIX`."""
     root = Path(path).resolve()
     mint_dir = root / DIRNAME
     created = not (mint_dir / CONFIG).exists()
     public_url, password = split_password(db_url) if db_url else (None, None)
+    config = {"format": 1, "db": public_url, **({"store": store} if store else {})}
     if not created:
-        existing = _read_config(mint_dir).get("db")
-        if public_url and existing and split_password(existing)[0] != public_url:
-            raise RepoExists(f"{mint_dir} already exists with another database")
+        config = _check_same(mint_dir, public_url, store)
+    objects = open_store(mint_dir, config)
     db = Database(db_url or sqlite_url(mint_dir / "mint.db"))
     if created and db_url:
         db.check_reachable()  # before anything is written: a wrong URL leaves no .mint/
-    (mint_dir / "objects").mkdir(parents=True, exist_ok=True)
+    if created and store:
+        objects.check_reachable()  # likewise for a bucket that does not answer
+    mint_dir.mkdir(parents=True, exist_ok=True)
+    if not config.get("store"):
+        (mint_dir / "objects").mkdir(exist_ok=True)
     db.upgrade()
     if created:
         if password is not None:
             _write_private(mint_dir / PASSWORD, password)
-        _write_config(mint_dir, {"format": 1, "db": public_url})
-    return Repo(root, db, LocalObjectStore(mint_dir / "objects")), created
+        _write_config(mint_dir, config)
+    return Repo(root, db, objects), created
+
+
+def _check_same(mint_dir: Path, public_url: str | None, store: str | None) -> dict:
+    """The existing config; RepoExists if it names another database or store."""
+    config = _read_config(mint_dir)
+    existing = config.get("db")
+    if public_url and existing and split_password(existing)[0] != public_url:
+        raise RepoExists(f"{mint_dir} already exists with another database")
+    if store and store != config.get("store"):
+        raise RepoExists(f"{mint_dir} already exists with another object store")
+    return config
+
+
+def open_store(mint_dir: Path, config: dict) -> ObjectStore:
+    """The repository's object store, as its config says (`.mint/objects/` by default)."""
+    url = config.get("store")
+    if not url:
+        return LocalObjectStore(mint_dir / "objects")
+    if not isinstance(url, str) or not url.startswith("s3://"):
+        raise InvalidConfig(f"unknown object store {url!r} (expected s3://BUCKET/PREFIX)")
+    from mint.store import S3ObjectStore
+
+    limit = config.get("store_cache_bytes")
+    extra = {"cache_bytes": int(limit)} if limit else {}
+    try:
+        return S3ObjectStore.from_url(url, cache_dir=mint_dir / "cache" / "s3", **extra)
+    except ValueError as exc:
+        raise InvalidConfig(str(exc)) from None
 
 
 def open_repo(path: str | os.PathLike | None = None, *, check_schema: bool = True) -> Repo:
     """Open the repository at `path`, or found by walking up from the current folder."""
     root = find_root(path)
     mint_dir = root / DIRNAME
-    url = _read_config(mint_dir).get("db")
+    config = _read_config(mint_dir)
+    url = config.get("db")
     db = Database(_with_password(url, mint_dir) if url else sqlite_url(mint_dir / "mint.db"))
     if check_schema:
         db.check_schema()
-    return Repo(root, db, LocalObjectStore(mint_dir / "objects"))
+    return Repo(root, db, open_store(mint_dir, config))
 
 
 def db_upgrade(path: str | os.PathLike | None = None) -> tuple[str | None, str]:

@@ -122,8 +122,11 @@ class S3ObjectStore:
 
     def check_reachable(self) -> None:
         """Raise StoreUnavailable unless the bucket answers."""
-        with _errors():
-            self.client.head_bucket(Bucket=self.bucket)
+        try:
+            with _errors():
+                self.client.head_bucket(Bucket=self.bucket)
+        except BlobMissing:
+            raise StoreUnavailable(f"S3 has no bucket {self.bucket!r}") from None
 
     # --- writing ---------------------------------------------------------------
 

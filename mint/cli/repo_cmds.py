@@ -21,16 +21,28 @@ DEFAULT_GRACE_SECONDS = 3600  # mint.maintenance.DEFAULT_GRACE_SECONDS, without 
     metavar="URL",
     help="Metadata database URL (default: SQLite in .mint/, or MINT_DB_URL).",
 )
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    help="Where blobs go: s3://BUCKET/PREFIX (default: .mint/objects/). S3 credentials and "
+    "endpoint come from the standard AWS settings (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).",
+)
 @json_option
-def init(directory: str, db_url: str | None, as_json: bool) -> None:
+def init(directory: str, db_url: str | None, store_url: str | None, as_json: bool) -> None:
     """Create a repository in DIRECTORY/.mint/."""
-    repo, created = api.init(directory, db_url or os.environ.get("MINT_DB_URL") or None)
-    result = {"path": str(repo.mint_dir), "db": repo.db.safe_url, "created": created}
+    repo, created = api.init(
+        directory, db_url or os.environ.get("MINT_DB_URL") or None, store_url or None
+    )
+    store = getattr(repo.store, "url", None) or str(repo.mint_dir / "objects")
+    result = {"path": str(repo.mint_dir), "db": repo.db.safe_url, "store": store}
+    result["created"] = created
     repo.close()
     if as_json:
         return emit_json(result)
     verb = "Initialised" if created else "Reinitialised"
-    echo(f"{verb} mint repository in {result['path']} (metadata: {result['db']})")
+    blobs = f", blobs: {store}" if store.startswith("s3://") else ""
+    echo(f"{verb} mint repository in {result['path']} (metadata: {result['db']}{blobs})")
 
 
 @click.group()
