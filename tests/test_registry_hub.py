@@ -223,6 +223,9 @@ def test_reads_need_a_reader_token_unless_public(hub, tmp_path):
         assert "xet" not in header.lower()
     assert answer.headers["x-repo-commit"] == hub.ids["c2"][:40]
     assert answer.headers["x-linked-etag"].strip('"') == answer.headers["etag"].strip('"')
+    rolling = create_token(hub.root, f"roll-{tmp_path.name}", "reader", ("roll",))
+    assert HfApi(endpoint=hub.plain.url, token=rolling).model_info("roll").id == "roll"
+    assert httpx.get(url, headers={"Authorization": f"Bearer {rolling}"}).status_code == 403
 
 
 def test_headers_ranges_and_quoted_revisions(hub):
@@ -311,3 +314,18 @@ def test_a_second_repository_pulls_a_set_line_as_a_set(hub, models, tmp_path, mo
         k: v for k, v in mine.items() if k != "mol.toml"
     }
     other.close()
+
+
+def test_a_set_line_is_its_checkout_and_namespaced_lines_work_on_the_api(hub, tmp_path):
+    mine = files_of(checkout(hub, hub.ids["set"], tmp_path))
+    got = snapshot_download("team/macaron", revision="production", **hub.kw(tmp_path / "a"))
+    assert files_of(Path(got)) == mine
+    chat = hub.api().list_repo_tree("team/macaron", path_in_repo="chat", revision="production")
+    assert sorted(t.path for t in chat) == sorted(p for p in mine if p.startswith("chat/"))
+    top = {t.path for t in hub.api().list_repo_tree("team/macaron", revision="production")}
+    assert {"mol.toml", "chat", "router", "summary"} <= top
+    v1 = hub.plain.client(hub.token)
+    assert v1.get("/api/v1/commits/team%2Fchat%40v1").json()["id"] == hub.ids["c1"]
+    objects = v1.get("/api/v1/lines/team%2Fchat/objects")
+    assert objects.status_code == 200 and objects.json()["head"] == hub.ids["c3"]
+    v1.close()
