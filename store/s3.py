@@ -30,7 +30,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 MIB = 1024 * 1024
 COPY_LIMIT = 5 * 1024**3  # the largest object one CopyObject may copy
 MTIME_KEY = "mint-mtime"
+LIST_FROM = 4  # `missing` lists a folder rather than ask for this many of its ids one by one
 _TEMP_NAME = re.compile(r"^([0-9]{1,20})-[0-9a-zA-Z]{1,64}(@[^/\s]+)?$")
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchUpload"}
 
@@ -347,10 +348,31 @@ class S3ObjectStore:
 
     def iter(self) -> Iterator[BlobId]:
         """Every stored blob id, in order (S3 lists keys in order)."""
-        for key, _ in self._list(self.prefix):
+        for blob_id, _ in self.listing():
+            yield blob_id
+
+    def listing(self, folder: str = "") -> Iterator[tuple[BlobId, dict]]:
+        """(id, S3's listing entry: `Size`, `LastModified`, …) of every stored blob, in
+        order, from listings of 1000 keys a request; FOLDER (two hex digits) narrows it."""
+        for key, item in self._list(self.prefix + (f"{folder}/" if folder else "")):
             name = key[len(self.prefix) :]
             if name[2:3] == "/" and is_blob_id(name[:2] + name[3:]):
-                yield BlobId(name[:2] + name[3:])
+                yield BlobId(name[:2] + name[3:]), item
+
+    def missing(self, blob_ids: Iterable[str]) -> list[BlobId]:
+        """The ids among BLOB_IDS that are not stored, asked in batches: one listing for
+        each two-hex-digit folder that holds several of them, a HEAD for the others."""
+        groups: dict[str, list[BlobId]] = {}
+        for blob_id in sorted({check_blob_id(b) for b in blob_ids}):
+            groups.setdefault(blob_id[:2], []).append(blob_id)
+        gone = []
+        for folder, ids in groups.items():
+            if len(ids) >= LIST_FROM:
+                present = {b for b, _ in self.listing(folder)}
+                gone += [b for b in ids if b not in present]
+            else:
+                gone += [b for b in ids if not self.has(b)]
+        return gone
 
     def _list(self, prefix: str) -> Iterator[tuple[str, dict]]:
         pages = self.client.get_paginator("list_objects_v2")
@@ -372,6 +394,21 @@ class S3ObjectStore:
         self.cache.drop(blob_id)
         with _errors():
             self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def delete_many(self, blob_ids: Iterable[str]) -> None:
+        """Remove many blobs, 1000 to a request; absent ones are no error."""
+        ids = sorted({check_blob_id(b) for b in blob_ids})
+        for start in range(0, len(ids), 1000):
+            batch = ids[start : start + 1000]
+            for blob_id in batch:
+                self.cache.drop(blob_id)
+            objects = [{"Key": self._key(b)} for b in batch]
+            with _errors():
+                r = self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+                )
+            if r.get("Errors"):
+                raise StoreUnavailable(f"S3 kept {len(r['Errors'])} objects: {r['Errors'][0]}")
 
     def stale_temps(self, older_than: float) -> list[str]:
         """Unfinished multipart uploads (`NAME@UPLOAD`) and leftover temporary objects

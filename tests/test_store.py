@@ -421,3 +421,60 @@ def store_server():
     from s3server import shared_server
 
     return shared_server()
+
+
+class _Seen:
+    """A ChunkObserver that keeps what it saw, and may refuse in `done`."""
+
+    def __init__(self, refuse: bool = False):
+        self.chunks, self.finished, self.refuse = [], None, refuse
+
+    def update(self, chunk):
+        self.chunks.append(chunk)
+
+    def done(self, blob_id, size):
+        self.finished = (blob_id, size)
+        if self.refuse:
+            raise RuntimeError("refused")
+
+
+class TestS3Extras:
+    """What the S3 store adds: batched `missing`, `listing`, `delete_many`; observers."""
+
+    @pytest.fixture
+    def store(self, tmp_path, moto):
+        from mint.store import S3ObjectStore
+
+        mib = 1024 * 1024
+        return S3ObjectStore(
+            moto.new_bucket(),
+            "p",
+            cache_dir=tmp_path / "cache",
+            part_size=5 * mib,
+            multipart_threshold=5 * mib,
+        )
+
+    def test_missing_listing_and_delete_many(self, store):
+        ids = sorted(store.put_bytes(str(i).encode()).id for i in range(40))
+        absent = [sha(b"absent %d" % i) for i in range(30)]
+        assert store.missing(ids + absent) == sorted(absent)
+        listed = list(store.listing())
+        assert [b for b, _ in listed] == ids and all(item["Size"] > 0 for _, item in listed)
+        store.local_path(ids[0])
+        store.delete_many(ids[:30] + absent[:3])
+        assert list(store.iter()) == ids[30:] and store.missing(ids) == ids[:30]
+        assert not store.cache.path(ids[0]).exists()
+
+    @pytest.mark.parametrize("size", [1000, 11 * 1024 * 1024])
+    def test_an_observer_sees_every_byte_and_may_refuse(self, store, tmp_path, size):
+        src = tmp_path / "f.bin"
+        data = os.urandom(size)
+        src.write_bytes(data)
+        refusing = _Seen(refuse=True)
+        with pytest.raises(RuntimeError):
+            store.put(src, observer=refusing)
+        assert b"".join(refusing.chunks) == data and refusing.finished == (sha(data), size)
+        assert list(store.iter()) == [] and store.stale_temps(-60) == []
+        seen = _Seen()
+        assert store.put(src, observer=seen).written and b"".join(seen.chunks) == data
+        assert list(store.iter()) == [sha(data)]
