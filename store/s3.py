@@ -386,7 +386,10 @@ class S3ObjectStore:
     def touch(self, blob_id: str) -> None:
         """Give the blob a new mtime (a copy onto itself): gc's grace period covers it anew."""
         key = self._key(blob_id)
-        self._copy(key, key, self._head(blob_id)["ContentLength"])
+        try:
+            self._copy(key, key, self._head(blob_id)["ContentLength"])
+        except BlobMissing:
+            raise BlobMissing(blob_id) from None  # deleted meanwhile
 
     def delete(self, blob_id: str) -> None:
         """Remove the blob (and its cached copy); nothing happens if it is absent."""
@@ -415,7 +418,7 @@ class S3ObjectStore:
         (`NAME`) under `PREFIX/tmp/`, started more than OLDER_THAN seconds ago (an upload
         whose newest part is younger is still being written)."""
         cutoff = time.time() - older_than
-        stale = [name for name, _ in self._list_temps() if _started(name) < cutoff]
+        stale = [n for n, _ in self._list_temps() if _TEMP_NAME.match(n) and _started(n) < cutoff]
         return sorted(n for n in stale if "@" not in n or self._last_part(n) < cutoff)
 
     def _list_temps(self) -> Iterator[tuple[str, dict]]:

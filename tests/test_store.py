@@ -465,6 +465,11 @@ class TestS3Extras:
         assert list(store.iter()) == ids[30:] and store.missing(ids) == ids[:30]
         assert not store.cache.path(ids[0]).exists()
 
+    def test_objects_of_others_under_tmp_are_not_temps(self, store, moto):
+        moto.client().put_object(Bucket=store.bucket, Key="p/tmp/notes.txt", Body=b"mine")
+        moto.client().put_object(Bucket=store.bucket, Key="p/README", Body=b"mine")
+        assert store.stale_temps(-60) == [] and list(store.iter()) == []
+
     @pytest.mark.parametrize("size", [1000, 11 * 1024 * 1024])
     def test_an_observer_sees_every_byte_and_may_refuse(self, store, tmp_path, size):
         src = tmp_path / "f.bin"
