@@ -111,6 +111,8 @@ refs = sa.Table(
     sa.Column("updated_at", TS, nullable=False),
     # The history entry that set the current target; rollbacks follow its `back` chain.
     sa.Column("entry", sa.Integer, nullable=True),
+    # Every channel (status) in one index range, without reading the table or the tags.
+    sa.Index("ix_refs_kind_line_name_target", "kind", "line", "name", "target"),
 )
 
 # Append-only: every move of a tag or channel. Rows are never updated or deleted.
