@@ -106,17 +106,38 @@ def rollback(repo, ref, to, reason, as_json) -> None:
     _moved(move, as_json)
 
 
+def _given(**options) -> dict:
+    """The options the user gave (a registry that predates one is still asked without it)."""
+    return {k: v for k, v in options.items() if v is not None}
+
+
 @click.command()
 @click.argument("ref", metavar="LINE@CHANNEL")
+@click.option(
+    "-n",
+    "n",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Only the newest N moves (of those before --before), still oldest first.",
+)
+@click.option(
+    "--before",
+    type=click.IntRange(min=1),
+    metavar="ID",
+    help="Only moves older than entry ID (the ID column): the page before one.",
+)
 @json_option
 @with_repo
-def history(repo, ref, as_json) -> None:
-    """Every move of a channel, oldest first: when, what, from, to, who, why, evidence."""
-    moves = api.history(repo, ref)
+def history(repo, ref, n, before, as_json) -> None:
+    """Moves of a channel, oldest first: entry, when, what, from, to, who, evidence, why.
+
+    With -n N, the newest N moves; to page back, pass the first row's ID to --before."""
+    moves = api.history(repo, ref, **_given(n=n, before=before))
     if as_json:
         return emit_json(moves)
     rows = [
         [
+            str(m.id),
             m.at[:19],
             m.action,
             short(m.from_),
@@ -128,15 +149,19 @@ def history(repo, ref, as_json) -> None:
         ]
         for m in moves
     ]
-    echo(table(rows, ["AT", "ACTION", "FROM", "TO", "BY", "CONTRACT", "EVALS", "REASON"]))
+    head = ["ID", "AT", "ACTION", "FROM", "TO", "BY", "CONTRACT", "EVALS", "REASON"]
+    echo(table(rows, head))
 
 
 @click.command()
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N lines.")
+@click.option("--after", metavar="LINE", help="Only lines whose names sort after LINE.")
 @json_option
 @with_repo
-def status(repo, as_json) -> None:
-    """Every line with its head and the holder of each channel."""
-    items = api.status(repo)
+def status(repo, limit, after, as_json) -> None:
+    """Every line with its head and the holder of each channel, by name (--limit and --after
+    page through them)."""
+    items = api.status(repo, **_given(limit=limit, after=after))
     if as_json:
         return emit_json(items)
     rows = [

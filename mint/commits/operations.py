@@ -196,11 +196,13 @@ def show(repo: Repo, rev: str) -> CommitDetail:
         return rows.detail(conn, resolve(conn, rev).id)
 
 
-def ls(repo: Repo) -> list[LineInfo]:
-    """Every line with its kind, head and number of commits."""
+def ls(repo: Repo, *, limit: int | None = None, after: str | None = None) -> list[LineInfo]:
+    """Every line by name with its kind, head and number of commits; with LIMIT and AFTER (a
+    line name), one page: the first LIMIT lines whose names sort after AFTER."""
+    ln = s.lines.c
+    q = rows.lines_page(sa.select(ln.name, ln.kind, ln.head, ln.commit_count), limit, after)
     with repo.db.read() as conn:
-        found = conn.execute(sa.select(s.lines).order_by(s.lines.c.name))
-        return [LineInfo(r.name, Kind(r.kind), r.head, r.commit_count) for r in found]
+        return [LineInfo(r.name, Kind(r.kind), r.head, r.commit_count) for r in conn.execute(q)]
 
 
 # --- diff --------------------------------------------------------------------

@@ -104,6 +104,17 @@ def _member_row(m: Member) -> dict:
     return {"role": m.role, "label": m.label, "member_id": m.commit_id, "requested": m.requested}
 
 
+def lines_page(q, limit: int | None, after: str | None):
+    """Q (a select from lines) in name order: the lines after the name AFTER, at most LIMIT.
+    One range of the unique index on names, however many lines there are."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be 1 or more, not {limit}")
+    if after is not None:
+        q = q.where(s.lines.c.name > after)
+    q = q.order_by(s.lines.c.name)
+    return q.limit(limit) if limit is not None else q
+
+
 def commit_row(conn: Connection, cid: str):
     row = conn.execute(sa.select(s.commits).where(s.commits.c.id == cid)).first()
     if row is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from mint import schema as s
+from mint.commits.rows import lines_page
 from mint.errors import RevisionNotFound
 from mint.ids import Action, Kind, RefKind, iso
 from mint.objects import LineStatus, Move
@@ -33,32 +34,53 @@ def _as_move(r) -> Move:
     )
 
 
-def history(repo: Repo, ref: str) -> list[Move]:
-    """Every move of LINE@CHANNEL, oldest first. History is never edited or deleted."""
+def history(
+    repo: Repo, ref: str, *, n: int | None = None, before: int | None = None
+) -> list[Move]:
+    """Moves of LINE@CHANNEL, oldest first; history is never edited or deleted.
+
+    Every move by default. With N, only the newest N moves (a page); with BEFORE (an entry
+    id), only moves older than that entry. The page before a page P is `before=P[0].id`.
+    Each page is one query on the (line, name, id) index, however long the history."""
+    if n is not None and n < 1:
+        raise ValueError(f"n must be 1 or more, not {n}")
     line, _, channel = ref.partition("@")
     if not line or not channel:
         raise RevisionNotFound(ref, "expected LINE@CHANNEL")
     h = s.ref_history.c
+    where = (h.line == line, h.name == channel, h.kind == RefKind.CHANNEL)
     with repo.db.read() as conn:
-        q = sa.select(s.ref_history).where(
-            h.line == line, h.name == channel, h.kind == RefKind.CHANNEL
-        )
-        moves = [_as_move(r) for r in conn.execute(q.order_by(h.id))]
-    if not moves:
-        raise RevisionNotFound(ref, "unknown channel")
+        q = sa.select(s.ref_history).where(*where)
+        if before is not None:
+            q = q.where(h.id < before)
+        if n is None:
+            moves = [_as_move(r) for r in conn.execute(q.order_by(h.id))]
+        else:
+            moves = [_as_move(r) for r in conn.execute(q.order_by(h.id.desc()).limit(n))][::-1]
+        if not moves and (before is None or not _has_moves(conn, where)):
+            raise RevisionNotFound(ref, "unknown channel")
     return moves
 
 
-def status(repo: Repo) -> list[LineStatus]:
-    """Every line with its head and the holder of each of its channels."""
+def _has_moves(conn, where) -> bool:
+    q = sa.select(s.ref_history.c.id).where(*where).limit(1)
+    return conn.execute(q).first() is not None
+
+
+def status(repo: Repo, *, limit: int | None = None, after: str | None = None) -> list[LineStatus]:
+    """Every line by name with its head and the holder of each of its channels; with LIMIT
+    and AFTER (a line name), one page: the first LIMIT lines whose names sort after AFTER.
+
+    Two queries on indexes, whatever the number of tags and commits."""
+    ln, ref = s.lines.c, s.refs.c
     with repo.db.read() as conn:
+        lines = conn.execute(lines_page(sa.select(ln.name, ln.kind, ln.head), limit, after)).all()
+        if not lines:
+            return []
+        q = sa.select(ref.line, ref.name, ref.target).where(ref.kind == RefKind.CHANNEL)
+        if limit is not None or after is not None:
+            q = q.where(ref.line >= lines[0].name, ref.line <= lines[-1].name)
         channels: dict[str, dict[str, str]] = {}
-        for r in conn.execute(sa.select(s.refs).where(s.refs.c.kind == RefKind.CHANNEL)):
+        for r in conn.execute(q.order_by(ref.kind, ref.line, ref.name)):
             channels.setdefault(r.line, {})[r.name] = r.target
-        lines = conn.execute(sa.select(s.lines).order_by(s.lines.c.name))
-        return [
-            LineStatus(
-                r.name, Kind(r.kind), r.head, dict(sorted(channels.get(r.name, {}).items()))
-            )
-            for r in lines
-        ]
+    return [LineStatus(r.name, Kind(r.kind), r.head, channels.get(r.name, {})) for r in lines]

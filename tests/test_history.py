@@ -1,0 +1,117 @@
+"""Channel history in pages (`-n N --before ID`), and `status` and `ls` in pages, each one
+indexed query however long the history or the catalog grows."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import sqlalchemy as sa
+
+from mint import api
+
+from conftest import one_line_error
+
+
+@pytest.fixture
+def moved(mint, repo, models):
+    """Three commits on `chat` (no contract: channels move freely), 23 moves of
+    chat@production and one of chat@staging, and a second line. Returns (mint, all moves)."""
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    ids = [api.commit(repo, "chat", models[k], k, author="t").id for k in ("a1", "a2", "a3")]
+    api.commit(repo, "code", models["a1"], "code", author="t")
+    api.promote(repo, ids[0], "staging", by="t")
+    holder = None
+    for i in range(23):
+        if i % 4 == 3:
+            holder = api.rollback(repo, "chat@production", by="t").to
+        else:
+            holder = next(c for c in ids[i % 3 :] + ids if c != holder)
+            api.promote(repo, holder, "production", by="t")
+    return mint, api.history(repo, "chat@production")
+
+
+def test_pages_are_the_newest_moves_oldest_first(moved, repo):
+    _, everything = moved
+    assert len(everything) == 23 and [m.id for m in everything] == sorted(m.id for m in everything)
+    page = api.history(repo, "chat@production", n=10)
+    assert page == everything[-10:]
+    older = api.history(repo, "chat@production", n=10, before=page[0].id)
+    assert older == everything[-20:-10]
+    last = api.history(repo, "chat@production", n=10, before=older[0].id)
+    assert last == everything[:3]
+    assert api.history(repo, "chat@production", n=10, before=last[0].id) == []
+    assert api.history(repo, "chat@production", before=everything[5].id) == everything[:5]
+    assert api.history(repo, "chat@staging", n=10) == api.history(repo, "chat@staging")
+
+
+def test_paging_an_unknown_channel_still_says_so(moved, repo):
+    from mint.errors import RevisionNotFound
+
+    for kwargs in ({}, {"n": 5}, {"n": 5, "before": 10**9}):
+        with pytest.raises(RevisionNotFound, match="unknown channel"):
+            api.history(repo, "chat@nowhere", **kwargs)
+    with pytest.raises(ValueError):
+        api.history(repo, "chat@production", n=0)
+
+
+def test_history_cli_pages_with_n_and_before(moved):
+    mint, everything = moved
+    page = mint("history", "chat@production", "-n", "5", "--json").json()
+    assert [m["id"] for m in page] == [m.id for m in everything[-5:]]
+    before = mint("history", "chat@production", "-n", "5", "--before", page[0]["id"], "--json")
+    assert [m["id"] for m in before.json()] == [m.id for m in everything[-10:-5]]
+    text = mint("history", "chat@production", "-n", "2")
+    assert text.code == 0 and text.out.splitlines()[0].split()[0] == "ID"
+    assert [int(line.split()[0]) for line in text.out.splitlines()[2:]] == [
+        m.id for m in everything[-2:]
+    ]
+    assert mint("history", "chat@production", "-n", "0").code == 2  # a usage error
+    one_line_error(mint("history", "chat@nowhere", "-n", "3"), "unknown channel")
+
+
+def test_status_and_ls_page_by_line_name(moved, repo):
+    mint, _ = moved
+    full = api.status(repo)
+    assert [s.name for s in full] == ["chat", "code"]
+    assert full[0].channels.keys() == {"production", "staging"} and full[1].channels == {}
+    assert api.status(repo, limit=1) == full[:1]
+    assert api.status(repo, limit=1, after="chat") == full[1:]
+    assert api.status(repo, after="code") == []
+    assert api.ls(repo, limit=1, after="chat") == api.ls(repo)[1:]
+    got = mint("status", "--limit", "1", "--after", "chat", "--json").json()
+    assert [s["name"] for s in got] == ["code"]
+    assert mint("status", "--limit", "0").code == 2
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_each_query_is_an_index_lookup(moved, repo):
+    """No query of history, status or ls scans a table of the catalog (SQLite's plans)."""
+    _, everything = moved
+    calls = [
+        lambda: api.history(repo, "chat@production", n=5, before=everything[-1].id),
+        lambda: api.status(repo),
+        lambda: api.status(repo, limit=1, after="chat"),
+        lambda: api.ls(repo, limit=1, after="chat"),
+    ]
+    for call in calls:
+        for statement, params in _statements(repo, call):
+            with repo.db.read() as conn:
+                plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params).all()
+            scans = [r[-1] for r in plan if re.match(r"SCAN (refs|ref_history|commits)\b", r[-1])]
+            assert scans == [], (statement, plan)
+
+
+def _statements(repo, call) -> list[tuple[str, tuple]]:
+    seen = []
+
+    def record(conn, cursor, statement, params, context, executemany):
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append((statement, tuple(params)))
+
+    sa.event.listen(repo.db.engine, "before_cursor_execute", record)
+    try:
+        call()
+    finally:
+        sa.event.remove(repo.db.engine, "before_cursor_execute", record)
+    return seen
