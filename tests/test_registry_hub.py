@@ -329,3 +329,23 @@ def test_a_set_line_is_its_checkout_and_namespaced_lines_work_on_the_api(hub, tm
     objects = v1.get("/api/v1/lines/team%2Fchat/objects")
     assert objects.status_code == 200 and objects.json()["head"] == hub.ids["c3"]
     v1.close()
+
+
+def test_the_tree_is_paged_with_a_link_header(hub, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from mint.registry import routes_hub
+    from mint.registry.app import create_app
+
+    monkeypatch.setattr(routes_hub, "PAGE", 3)
+    auth = {"Authorization": f"Bearer {hub.token}"}
+    with TestClient(create_app(hub.repo)) as client:
+        url, pages, seen = "/api/models/team/macaron/tree/production?recursive=true", 0, []
+        while url:
+            answer = client.get(url, headers=auth)
+            assert answer.status_code == 200 and len(answer.json()) <= 3
+            seen += [item["path"] for item in answer.json()]
+            url, pages = answer.links.get("next", {}).get("url"), pages + 1
+    assert pages > 2 and len(seen) == len(set(seen))
+    files = hub.api().list_repo_tree("team/macaron", revision="production", recursive=True)
+    assert seen == [t.path for t in files]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, FastAPI, Request
+from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from mint.refs import find_line
@@ -89,7 +90,10 @@ def api_models(request: Request) -> Response:
 def _tree_page(request: Request, snap: Snapshot, folder: str) -> Response:
     recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
     items = tree_items(snap, folder, recursive)
-    start = int(request.query_params.get("cursor", "0") or 0)
+    cursor = request.query_params.get("cursor", "0") or "0"
+    if not cursor.isdigit():
+        raise HTTPException(400, "the cursor is not a page offset")
+    start = int(cursor)
     page, headers = items[start : start + PAGE], {}
     if start + PAGE < len(items):
         url = request.url.include_query_params(cursor=str(start + PAGE))
