@@ -286,7 +286,6 @@ def test_peft_loads_a_line_at_a_channel_with_hf_endpoint(hub, models, tmp_path):
         "HF_ENDPOINT": hub.plain.url,
         "HF_TOKEN": hub.token,
         "HF_HOME": str(tmp_path / "hf"),
-        "HF_HUB_DISABLE_XET": "1",
     }
     argv = [sys.executable, "-c", PEFT_SCRIPT, str(models["base"]), "team/chat", str(local)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
