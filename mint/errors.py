@@ -12,6 +12,7 @@ from mint.store.errors import BlobChanged as BlobChanged
 from mint.store.errors import BlobCorrupt as BlobCorrupt
 from mint.store.errors import BlobMissing as BlobMissing
 from mint.store.errors import StoreError as StoreError
+from mint.store.errors import StoreUnavailable as StoreUnavailable
 
 
 class MintError(Exception):

@@ -24,7 +24,13 @@ from mint.store.base import (
     is_blob_id,
     sha256_file,
 )
-from mint.store.errors import BlobChanged, BlobCorrupt, BlobMissing, StoreError
+from mint.store.errors import (
+    BlobChanged,
+    BlobCorrupt,
+    BlobMissing,
+    StoreError,
+    StoreUnavailable,
+)
 from mint.store.local import LocalObjectStore
 from mint.store.memory import MemoryObjectStore
 
@@ -40,6 +46,7 @@ __all__ = [
     "PutResult",
     "S3ObjectStore",
     "StoreError",
+    "StoreUnavailable",
     "check_blob_id",
     "copy_out",
     "is_blob_id",

@@ -33,3 +33,7 @@ class BlobChanged(StoreError, ValueError):
             f"copied bytes hash to {actual[:12]})"
         )
         self.path, self.expected, self.actual = path, expected, actual
+
+
+class StoreUnavailable(StoreError, OSError):
+    """The store's service (S3) refused a request or could not be reached."""

@@ -37,7 +37,12 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from mint.store.base import CHUNK, BlobId, PutResult, check_blob_id, is_blob_id
 from mint.store.cache import DEFAULT_CACHE_BYTES, BlobCache
-from mint.store.errors import BlobChanged, BlobCorrupt, BlobMissing, StoreError
+from mint.store.errors import (
+    BlobChanged,
+    BlobCorrupt,
+    BlobMissing,
+    StoreUnavailable,
+)
 
 if TYPE_CHECKING:
     from mint.store.base import ChunkObserver
@@ -48,10 +53,6 @@ MTIME_KEY = "mint-mtime"
 LIST_FROM = 4  # `missing` lists a folder rather than ask for this many of its ids one by one
 _TEMP_NAME = re.compile(r"^([0-9]{1,20})-[0-9a-zA-Z]{1,64}(@[^/\s]+)?$")
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchUpload"}
-
-
-class StoreUnavailable(StoreError, OSError):
-    """The S3 service refused a request or could not be reached."""
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:

@@ -34,6 +34,7 @@ def cli_error_mappings() -> dict[type[Exception], tuple[Hint, int]]:
 def _store_hints(e) -> dict:
     return {
         e.StoreError: "run `mint fsck`",
+        e.StoreUnavailable: "check the AWS settings (AWS_ENDPOINT_URL, keys) and the bucket",
         e.BlobChanged: "wait until whatever writes the folder is done, then commit again",
         e.RepoNotFound: "run `mint init` first, or pass --repo DIR",
         e.SchemaOutdated: "run `mint db upgrade`",
