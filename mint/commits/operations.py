@@ -202,7 +202,9 @@ def ls(repo: Repo, *, limit: int | None = None, after: str | None = None) -> lis
     ln = s.lines.c
     q = rows.lines_page(sa.select(ln.name, ln.kind, ln.head, ln.commit_count), limit, after)
     with repo.db.read() as conn:
-        return [LineInfo(r.name, Kind(r.kind), r.head, r.commit_count) for r in conn.execute(q)]
+        found = conn.execute(q).all()
+    kinds = {k.value: k for k in Kind}
+    return [LineInfo(name, kinds[kind], head, n) for name, kind, head, n in found]
 
 
 # --- diff --------------------------------------------------------------------

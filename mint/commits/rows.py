@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -189,14 +190,19 @@ def files_of(conn: Connection, cid: str) -> dict[str, FileEntry]:
 
 
 def tensors_of(conn: Connection, cid: str) -> list[TensorEntry]:
+    """The commit's tensor index, by file and name. Hundreds of rows: they are fetched at once
+    and their shapes parsed as one JSON document, not one JSON value per row."""
+    t = s.tensors.c
     q = (
-        sa.select(s.tensors)
-        .where(s.tensors.c.commit_id == cid)
-        .order_by(s.tensors.c.file, s.tensors.c.name)
+        sa.select(t.name, t.dtype, sa.cast(t.shape, sa.Text), t.sha256, t.nbytes, t.file, t.offset)
+        .where(t.commit_id == cid)
+        .order_by(t.file, t.name)
     )
+    found = conn.execute(q).all()
+    shapes = json.loads("[" + ",".join(r[2] for r in found) + "]")
     return [
-        TensorEntry(r.name, r.dtype, list(r.shape), r.sha256, r.nbytes, r.file, r.offset)
-        for r in conn.execute(q)
+        TensorEntry(name, dtype, shape, sha, nbytes, file, offset)
+        for (name, dtype, _, sha, nbytes, file, offset), shape in zip(found, shapes)
     ]
 
 

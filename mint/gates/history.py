@@ -80,7 +80,9 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
         q = sa.select(ref.line, ref.name, ref.target).where(ref.kind == RefKind.CHANNEL)
         if limit is not None or after is not None:
             q = q.where(ref.line >= lines[0].name, ref.line <= lines[-1].name)
-        channels: dict[str, dict[str, str]] = {}
-        for r in conn.execute(q.order_by(ref.kind, ref.line, ref.name)):
-            channels.setdefault(r.line, {})[r.name] = r.target
-    return [LineStatus(r.name, Kind(r.kind), r.head, channels.get(r.name, {})) for r in lines]
+        held = conn.execute(q.order_by(ref.kind, ref.line, ref.name)).all()
+    channels: dict[str, dict[str, str]] = {}
+    for line, name, target in held:
+        channels.setdefault(line, {})[name] = target
+    kinds = {k.value: k for k in Kind}
+    return [LineStatus(n, kinds[k], head, channels.get(n, {})) for n, k, head in lines]
