@@ -348,3 +348,27 @@ def test_the_tree_is_paged_with_a_link_header(hub, monkeypatch):
     assert pages > 2 and len(seen) == len(set(seen))
     files = hub.api().list_repo_tree("team/macaron", revision="production", recursive=True)
     assert seen == [t.path for t in files]
+
+
+def test_a_namespaced_line_is_pushed_and_tagged_through_the_registry(
+    hub, models, tmp_path, monkeypatch
+):
+    writer = create_token(hub.root, f"writer-{tmp_path.name}", "writer")
+    maintainer = create_token(hub.root, f"keeper-{tmp_path.name}", "maintainer")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("MINT_TOKEN", writer)
+    local, _ = api.init(tmp_path / "local")
+    api.base_add(local, "tiny-llama", models["base"])
+    line = f"ns{tmp_path.name[-8:].replace('_', '')}/extra"
+    made = api.commit(local, line, models["a1"], "one", author="dora").id
+    code, _, err = cli(local.root, "push", hub.plain.url, line)
+    assert code == 0, err
+    assert api.resolve(hub.repo, line) == made
+    code, _, err = cli(hub.plain.url, "tag", "t1", line)
+    assert code == 0, err
+    monkeypatch.setenv("MINT_TOKEN", maintainer)
+    code, _, err = cli(hub.plain.url, "tag", "-d", f"{line}@t1")
+    assert code == 0, err
+    got = snapshot_download(line, **hub.kw(tmp_path / "hf"))
+    assert Path(got).name == made[:40]
+    local.close()
