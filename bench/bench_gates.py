@@ -3,7 +3,7 @@
 PostgreSQL.
 
 Figure (issue 3, "Figures to measure"): promote and rollback inside the process (the API
-calls `gates.promote` and `gates.rollback`, the repository already open), with a channel
+calls `api.promote` and `api.rollback`, the repository already open), with a channel
 history of 10,000 moves: target under 20 ms each, on SQLite and on PostgreSQL. They should
 also stay flat from 100 moves to 10,000 (the `back` linked list makes a rollback one lookup).
 
@@ -141,27 +141,28 @@ def accuracy(i: int) -> float:
 
 def setup(repo, tmp: Path) -> dict:
     """Commits, contracts, evaluations, and the first moves of every channel, all by the API."""
-    from mint import api, contracts, gates
+    from mint import api
 
     api.base_add(repo, BASE, write_base(tmp / "base"))
     adapter = tmp / "adapter"
     write_adapter(adapter, seed=0)
     (tmp / "smoke.toml").write_text(SMOKE)
     (tmp / "release.toml").write_text(RELEASE)
-    contracts.contract_add(repo, tmp / "smoke.toml")
-    contracts.contract_add(repo, tmp / "release.toml")
+    api.contract_add(repo, tmp / "smoke.toml", by="bench")
+    api.contract_add(repo, tmp / "release.toml", by="bench")
     commits: dict[str, list[str]] = {}
     for line, n in {LINE: CHAT_COMMITS, **OTHER_LINES}.items():
         for i in range(n):
             (adapter / "README.md").write_text(f"# {line} run {i}\n")
-            cid = api.commit(repo, line, adapter, f"{line} run {i}").id
+            cid = api.commit(repo, line, adapter, f"{line} run {i}", author="bench").id
             commits.setdefault(line, []).append(cid)
             for name in ("smoke", "release"):
-                contracts.record(repo, cid, name, {"accuracy": accuracy(i)}, source="manual")
-            gates.promote(repo, cid, "staging")
+                metrics = {"accuracy": accuracy(i)}
+                api.record_evaluation(repo, cid, name, metrics, source="manual", by="bench")
+            api.promote(repo, cid, "staging", by="bench")
     for line in (LINE, "code"):
         for i in range(API_MOVES):
-            gates.promote(repo, commits[line][i % len(commits[line])], CHANNEL)
+            api.promote(repo, commits[line][i % len(commits[line])], CHANNEL, by="bench")
     return commits
 
 
@@ -285,10 +286,10 @@ class Mover:
     """Alternates promote and rollback of chat@production, checking each answer."""
 
     def __init__(self, repo, commits: list[str]):
-        from mint import gates
+        from mint import api
 
-        self.repo, self.gates, self.commits, self.k = repo, gates, commits, 0
-        self.holder = gates.history(repo, f"{LINE}@{CHANNEL}")[-1].to
+        self.repo, self.api, self.commits, self.k = repo, api, commits, 0
+        self.holder = api.history(repo, f"{LINE}@{CHANNEL}", n=1)[-1].to
         self.before = None
 
     def promote(self):
@@ -298,12 +299,12 @@ class Mover:
             self.k += 1
             cid = self.commits[self.k % len(self.commits)]
         self.before = self.holder
-        move = self.gates.promote(self.repo, cid, CHANNEL)
+        move = self.api.promote(self.repo, cid, CHANNEL, by="bench")
         assert move.action == "promote" and move.to == cid and move.from_ == self.before, move
         self.holder = cid
 
     def rollback(self):
-        move = self.gates.rollback(self.repo, f"{LINE}@{CHANNEL}")
+        move = self.api.rollback(self.repo, f"{LINE}@{CHANNEL}", by="bench")
         assert move.action == "rollback" and move.to == self.before, (move, self.before)
         self.holder = self.before
 
@@ -317,7 +318,7 @@ class Plain:
         from mint import api
         from mint import schema as s
 
-        api.tag(repo, "chat@baseline", commits[0])
+        api.tag(repo, "chat@baseline", commits[0], by="bench")
         self.repo, self.s, self.sa, self.commits, self.k = repo, s, sa, commits[:2], 0
 
     def __call__(self):
@@ -348,10 +349,12 @@ def measure(catalogs: dict, runs: int) -> dict:
         for key, cs in calls.items():
             for name, fn in cs.items():
                 times[key][name].append(c.timed(fn)[0])
-    from mint import gates
+    from mint import api
 
-    for key, (repo, _) in catalogs.items():  # for information: the whole audit trail
-        times[key]["history"] = c.repeat(lambda: gates.history(repo, f"{LINE}@{CHANNEL}"), 3)
+    for key, (repo, _) in catalogs.items():  # for information: the whole audit trail, a page
+        ref = f"{LINE}@{CHANNEL}"
+        times[key]["history"] = c.repeat(lambda: api.history(repo, ref), 3)
+        times[key]["history -n 20"] = c.repeat(lambda: api.history(repo, ref, n=20), runs)
     return times
 
 
@@ -432,7 +435,8 @@ def report(r: dict) -> str:
         ("promote", "promote LINE@CHANNEL"),
         ("rollback", "rollback LINE@CHANNEL"),
         ("plain", "plain baseline: UPDATE refs"),
-        ("history", "history LINE@CHANNEL"),
+        ("history", "history LINE@CHANNEL (all)"),
+        ("history -n 20", "history LINE@CHANNEL -n 20"),
     ):
         for db in dbs:
             t = {
