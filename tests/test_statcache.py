@@ -133,6 +133,20 @@ def test_a_racy_entry_is_not_trusted(local):
     assert any(p.endswith("README.md") for p in opened)
 
 
+def test_an_entry_without_what_a_commit_needs_is_not_used(local, models):
+    """Files of a nested adapter were cached by a commit of the folder around it, as plain
+    files (a blob id, no header, no tensor hashes); committing the nested adapter reads them."""
+    repo, folder = local
+    shutil.copytree(models["a2"], folder / "inner")
+    settle(folder)
+    commit(repo, folder)
+    with reads(folder / "inner") as opened:
+        inner = commit(repo, folder / "inner", line="inner")
+    assert {os.path.basename(p) for p in opened} == {"adapter_config.json", WEIGHTS}
+    direct = api.commit(repo, "direct", models["a2"], "m", author="test")
+    assert api.show(repo, inner.id).tensors == api.show(repo, direct.id).tensors != []
+
+
 def test_a_lying_cache_is_refused_by_the_copy_that_hashes(local):
     """A stat that matches while the bytes differ (a clock set back, a tool that restores
     ctime): the blob the cache names is not stored, so the file is copied again and checked

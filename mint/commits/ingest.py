@@ -30,12 +30,21 @@ DEPTH = 4  # chunks the tensor thread may fall behind (bounds the memory held)
 
 
 def known_files(scanned: ScannedAdapter, cache: StatCache) -> dict[str, Known]:
-    """The files the stat cache vouches for, by path."""
+    """The files the stat cache vouches for, by path: the config and the weights only with
+    what the scan read of them (and the weights with a hash for every tensor it found)."""
     found = {}
+    names = {t.name for t in scanned.header.tensors}
     for f in scanned.files:
         known = cache.get(f.abspath, f.stat)
-        if known is not None:
-            found[f.path] = known
+        if known is None:
+            continue
+        if f.path == CONFIG and known.head != scanned.config_raw:
+            continue
+        if f.path == WEIGHTS and (
+            known.head != scanned.header.raw or set(known.tensors or ()) != names
+        ):
+            continue
+        found[f.path] = known
     return found
 
 
@@ -43,10 +52,8 @@ def from_cache(scanned: ScannedAdapter, known: dict[str, Known]) -> HashedAdapte
     """Every file's hashes from the stat cache, or None if it does not know them all."""
     if len(known) != len(scanned.files):
         return None
-    tensors = known[WEIGHTS].tensors or {}
-    if set(tensors) != {t.name for t in scanned.header.tensors}:
-        return None
-    return HashedAdapter(scanned, {p: k.blob for p, k in known.items()}, dict(tensors))
+    blobs = {p: k.blob for p, k in known.items()}
+    return HashedAdapter(scanned, blobs, dict(known[WEIGHTS].tensors))
 
 
 def ingest(
