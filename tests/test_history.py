@@ -102,6 +102,19 @@ def test_each_query_is_an_index_lookup(moved, repo):
             assert scans == [], (statement, plan)
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_show_finds_a_commits_tags_by_target(moved, repo):
+    """Not through the index that lists every channel (by kind): it would read every tag."""
+    api.tag(repo, "chat@v1", "chat", by="t")
+    seen = _statements(repo, lambda: api.show(repo, "chat@v1"))
+    by_target = [(q, p) for q, p in seen if "FROM refs" in q and "refs.target =" in q]
+    assert by_target
+    for statement, params in by_target:
+        with repo.db.read() as conn:
+            plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params).all()
+        assert [r[-1] for r in plan] == ["SEARCH refs USING INDEX ix_refs_target (target=?)"]
+
+
 def _statements(repo, call) -> list[tuple[str, tuple]]:
     seen = []
 

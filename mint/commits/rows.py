@@ -214,10 +214,10 @@ def members_of(conn: Connection, cid: str) -> list[Member]:
 
 
 def tags_of(conn: Connection, cid: str) -> list[str]:
-    q = sa.select(s.refs.c.line, s.refs.c.name).where(
-        s.refs.c.target == cid, s.refs.c.kind == RefKind.TAG
-    )
-    return sorted(f"{r.line}@{r.name}" for r in conn.execute(q))
+    # By target alone, the kind checked here: with `kind = 'tag'` in the query, SQLite (no
+    # statistics) would walk every tag in the index on (kind, line, name, target).
+    q = sa.select(s.refs.c.line, s.refs.c.name, s.refs.c.kind).where(s.refs.c.target == cid)
+    return sorted(f"{r.line}@{r.name}" for r in conn.execute(q) if r.kind == RefKind.TAG)
 
 
 def detail(conn: Connection, cid: str) -> CommitDetail:
