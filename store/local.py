@@ -8,6 +8,7 @@ that). Temp files of writers that died stay in `root/tmp/` until gc removes them
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import hashlib
 import os
@@ -15,6 +16,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
@@ -234,21 +236,63 @@ class _Temp:
     ) -> tuple[BlobId, int]:
         """Write CHUNKS, hashing them (and showing them to OBSERVER). Returns (sha256, size).
 
-        Writeback starts behind the writer, so that the fsync at publishing finds little
-        left to do: the disk works while the hashes are computed."""
-        digest, size, flushed = hashlib.sha256(), 0, 0
-        for chunk in chunks:
-            if observer is not None:
-                observer.update(chunk)
-            digest.update(chunk)
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(self.fd, view) :]
-            size += len(chunk)
-            if size - flushed >= WRITEBACK_EVERY:
-                start_writeback(self.fd, flushed, size - flushed)
-                flushed = size
+        The writing runs on a thread of its own, a few chunks behind the hashing, and the
+        kernel starts writeback behind it, so that the fsync at publishing finds little left
+        to do: the disk and the copy work while the hash is computed."""
+        digest, size = hashlib.sha256(), 0
+        with _WriteBehind(self.fd) as writer:
+            for chunk in chunks:
+                if observer is not None:
+                    observer.update(chunk)
+                writer.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
         return BlobId(digest.hexdigest()), size
+
+
+class _WriteBehind:
+    """Writes chunks at their offsets in FD on one thread, at most DEPTH chunks behind the
+    caller. The first chunk is written in place: a small file starts no thread."""
+
+    def __init__(self, fd: int, depth: int = 4):
+        self.fd, self.depth = fd, depth
+        self.size = self.flushed = 0
+        self.pool: ThreadPoolExecutor | None = None
+        self.pending: collections.deque[Future] = collections.deque()
+
+    def __enter__(self) -> _WriteBehind:
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        try:  # every write is over before the file is published or closed
+            while self.pending:
+                self.pending.popleft().result()
+        except Exception:
+            if kind is None:
+                raise
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True)
+
+    def write(self, chunk: bytes) -> None:
+        offset, self.size = self.size, self.size + len(chunk)
+        if offset == 0:
+            self._write(chunk, offset)
+            return
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="mint-store-write")
+        self.pending.append(self.pool.submit(self._write, chunk, offset))
+        if len(self.pending) > self.depth:
+            self.pending.popleft().result()
+
+    def _write(self, chunk: bytes, offset: int) -> None:
+        view = memoryview(chunk)
+        while view:
+            n = os.pwrite(self.fd, view, offset)
+            view, offset = view[n:], offset + n
+        if offset - self.flushed >= WRITEBACK_EVERY:
+            start_writeback(self.fd, self.flushed, offset - self.flushed)
+            self.flushed = offset
 
 
 def _read_chunks(path: str | os.PathLike) -> Iterator[bytes]:
