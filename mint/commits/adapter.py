@@ -38,6 +38,7 @@ _LORA_KEY = re.compile(
     r"lora_magnitude_vector)(?:\.(?:weight|bias))?$"
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,7 @@ def check_against_base(
         if not m or len(t.shape) != 2:
             continue
         module = m.group("module")
-        idx = re.search(r"\.layers\.(\d+)\.", module)
+        idx = _LAYER.search(module)
         if layers is not None and idx and int(idx.group(1)) >= layers:
             raise InvalidAdapter(
                 root,

@@ -117,14 +117,9 @@ def _span(name: str, info: object, data_start: int, bad) -> TensorSpan:
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if dtype not in DTYPE_SIZES:
         raise bad(f"tensor {name} has unknown dtype {dtype!r}")
-    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+    if not _naturals(shape):
         raise bad(f"tensor {name} has a malformed shape {shape!r}")
-    if not (
-        isinstance(offsets, list)
-        and len(offsets) == 2
-        and all(isinstance(o, int) and o >= 0 for o in offsets)
-        and offsets[0] <= offsets[1]
-    ):
+    if not (_naturals(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
         raise bad(f"tensor {name} has malformed data_offsets {offsets!r}")
     expected = math.prod(shape) * DTYPE_SIZES[dtype]
     if offsets[1] - offsets[0] != expected:
@@ -133,6 +128,16 @@ def _span(name: str, info: object, data_start: int, bad) -> TensorSpan:
             f"{expected}"
         )
     return TensorSpan(name, dtype, tuple(shape), data_start + offsets[0], data_start + offsets[1])
+
+
+def _naturals(value: object) -> bool:
+    """A JSON list of integers >= 0 (a header holds hundreds: this runs once per tensor)."""
+    if not isinstance(value, list):
+        return False
+    for x in value:
+        if not isinstance(x, int) or x < 0:
+            return False
+    return True
 
 
 def hash_file_and_tensors(

@@ -78,6 +78,7 @@ class StatCache:
         self.path = Path(path) if path is not None else None
         self._conn: sqlite3.Connection | None = None
         self._pending: dict[str, tuple] = {}
+        self._seen: dict[tuple[str, FileStat], Known | None] = {}  # one lookup per file
         self.hits = 0
 
     @classmethod
@@ -86,12 +87,19 @@ class StatCache:
 
     def get(self, abspath: str | os.PathLike, stat: FileStat | None) -> Known | None:
         """What the file at ABSPATH holds, if it is known and STAT says it is unchanged."""
-        if stat is None or self._connect() is None:
+        if stat is None:
+            return None
+        key = (_key(abspath), stat)
+        if key not in self._seen:
+            self._seen[key] = self._lookup(key[0], stat)
+        return self._seen[key]
+
+    def _lookup(self, path: str, stat: FileStat) -> Known | None:
+        if self._connect() is None:
             return None
         try:
             row = self._conn.execute(
-                "SELECT stat, blob, head, tensors, seen_ns FROM files WHERE path = ?",
-                (_key(abspath),),
+                "SELECT stat, blob, head, tensors, seen_ns FROM files WHERE path = ?", (path,)
             ).fetchone()
         except sqlite3.Error:
             return None
