@@ -92,16 +92,8 @@ def scan_adapter(root: str | Path, *, cache: StatCache | None = None) -> Scanned
 
     With CACHE, an unchanged file's config or header comes from the stat cache: nothing
     of an unchanged folder is read."""
-    root = Path(root)
-    if not root.is_dir():
-        raise InvalidAdapter(root, "not a folder")
-    seen_ns = time.time_ns()
-    files = _walk(root)
+    root, files, seen_ns = walk_adapter(root)
     names = {f.path: f for f in files}
-    if CONFIG not in names:
-        raise NotAnAdapter(root, f"no {CONFIG}")
-    if WEIGHTS not in names:
-        raise NotAnAdapter(root, f"no {WEIGHTS}")
     config_raw = _leading_bytes(names[CONFIG], cache, lambda f: f.abspath.read_bytes())
     config = _parse_config(config_raw, root)
     weights = names[WEIGHTS]
@@ -110,6 +102,22 @@ def scan_adapter(root: str | Path, *, cache: StatCache | None = None) -> Scanned
     peft = check_tensors(root, config, header)
     base_name = config.get("base_model_name_or_path")
     return ScannedAdapter(root, tuple(files), config, header, peft, base_name, config_raw, seen_ns)
+
+
+def walk_adapter(root: str | Path) -> tuple[Path, list[ScannedFile], int]:
+    """The folder's files as `lstat` finds them, and when it looked (time.time_ns, before):
+    regular files only, no pickles, a config and weights among them. Reads no file."""
+    root = Path(root)
+    if not root.is_dir():
+        raise InvalidAdapter(root, "not a folder")
+    seen_ns = time.time_ns()
+    files = _walk(root)
+    names = {f.path for f in files}
+    if CONFIG not in names:
+        raise NotAnAdapter(root, f"no {CONFIG}")
+    if WEIGHTS not in names:
+        raise NotAnAdapter(root, f"no {WEIGHTS}")
+    return root, files, seen_ns
 
 
 def _leading_bytes(f: ScannedFile, cache: StatCache | None, read) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from pathlib import Path
 
@@ -16,12 +17,19 @@ from mint.commits.adapter import (
     WEIGHTS,
     check_against_base,
     scan_adapter,
+    walk_adapter,
 )
 from mint.commits.files import write_files
 from mint.commits.ingest import from_cache, ingest, known_files
 from mint.commits.safetensors import read_tensor_float
 from mint.commits.statcache import StatCache
-from mint.errors import BlobMissing, DestinationNotEmpty, InvalidAdapter, WrongKind
+from mint.errors import (
+    BlobMissing,
+    DestinationNotEmpty,
+    InvalidAdapter,
+    MintError,
+    WrongKind,
+)
 from mint.faults import crash_point
 from mint.ids import CommitId, Kind, utcnow
 from mint.objects import (
@@ -63,6 +71,9 @@ def commit(
     check_inputs(line, message, meta)
     cache = StatCache.in_folder(repo.mint_dir)
     try:
+        same = _same_as_head(repo, cache, adapter_dir, line, base)
+        if same is not None:
+            return same
         scanned = scan_adapter(adapter_dir, cache=cache)
         with repo.db.read() as conn:
             base_row = find_base(conn, scanned.base_name, base)
@@ -79,6 +90,32 @@ def commit(
     if head_tree == new.tree:
         return CommitResult(CommitId(head), line, [], created=False)
     return record(repo, new, head, _blob_storer(repo, hashed, written))
+
+
+def _same_as_head(repo: Repo, cache: StatCache, folder, line: str, base) -> CommitResult | None:
+    """Nothing to commit, from the stat cache alone: every file known, and with the base they
+    make the tree of LINE's head. Nothing is read, and nothing checked: nothing will be written,
+    and these bytes were checked when they were committed. None: take the long way (which also
+    raises whatever error this way met)."""
+    try:
+        _, files, _ = walk_adapter(folder)
+    except MintError:
+        return None
+    known = {f.path: cache.get(f.abspath, f.stat) for f in files}
+    if None in known.values() or known[CONFIG].head is None:
+        return None
+    try:
+        config = json.loads(known[CONFIG].head)
+        named = config.get("base_model_name_or_path")
+        with repo.db.read() as conn:
+            base_row = find_base(conn, named if isinstance(named, str) else None, base)
+            head, head_tree = line_head(conn, line, Kind.ADAPTER)
+    except (MintError, ValueError, AttributeError):
+        return None
+    entries = {f.path: FileEntry(known[f.path].blob, f.size) for f in files}
+    if head is None or rows.tree_of(entries, base_row.fingerprint) != head_tree:
+        return None
+    return CommitResult(CommitId(head), line, [], created=False)
 
 
 def _new_commit(line, head, hashed, base_row, *, meta, provenance, author, message):

@@ -37,13 +37,7 @@ class NewCommit:
     @property
     def tree(self) -> str:
         """The content alone: files, base and members. Equal trees mean nothing changed."""
-        return object_id(
-            {
-                "files": {p: [f.sha256, f.size] for p, f in sorted(self.files.items())},
-                "base": self.base_fingerprint,
-                "members": sorted([m.role, m.label, m.commit_id] for m in self.members),
-            }
-        )
+        return tree_of(self.files, self.base_fingerprint, self.members)
 
     @property
     def id(self) -> CommitId:
@@ -63,6 +57,19 @@ class NewCommit:
                 }
             )
         )
+
+
+def tree_of(
+    files: dict[str, FileEntry], base_fingerprint: str | None, members: list[Member] = ()
+) -> str:
+    """The id of a commit's content: its files, its base and its members."""
+    return object_id(
+        {
+            "files": {p: [f.sha256, f.size] for p, f in sorted(files.items())},
+            "base": base_fingerprint,
+            "members": sorted([m.role, m.label, m.commit_id] for m in members),
+        }
+    )
 
 
 def insert_commit(conn: Connection, c: NewCommit, created_at) -> CommitId:
