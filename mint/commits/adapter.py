@@ -62,9 +62,6 @@ class ScannedAdapter:
     config_raw: bytes = b""  # the config's bytes, as parsed
     seen_ns: int = 0  # when the files were looked at (time.time_ns), before any was read
 
-    def file(self, path: str) -> ScannedFile:
-        return next(f for f in self.files if f.path == path)
-
 
 @dataclass(frozen=True)
 class HashedAdapter:

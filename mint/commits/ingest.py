@@ -3,10 +3,11 @@ store, the weights' tensors are hashed and their values checked in that same pas
 was learnt goes into the stat cache, so that the next commit of an unchanged file reads none
 of it.
 
-The store's thread reads, hashes and writes the file; the tensor work runs one chunk behind
-on a second thread (hashlib and numpy release the GIL), so a commit costs about what a copy
-plus one sha256 costs. Nothing is published unless every check passed: the tensor half
-refuses in the store's `done` callback, before the temp file is renamed into place.
+The store reads and hashes the file while its writer thread copies it, and the tensor work
+runs a few chunks behind on a thread of its own (hashlib, numpy and the writes release the
+GIL): the work of one pass is spread over the cores there are. Nothing is published unless
+every check passed: the tensor half refuses in the store's `done` callback, before the temp
+file is renamed into place.
 """
 
 from __future__ import annotations
