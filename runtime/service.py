@@ -21,6 +21,8 @@ from mint.runtime.evaluate import RouteEval, evaluate_routes, read_records
 from mint.runtime.loader import SharedBase
 from mint.runtime.swap import Runtime
 
+FALLBACK_POLL = 60.0  # seconds between checks of a channel followed through events
+
 
 def store_verifier(repo: Repo):
     """`verify(spec)`: re-hash every blob the set uses, prompts and members' files alike
@@ -44,6 +46,38 @@ def base_dir_for(repo: Repo, spec: SetSpec, base_dir: str | None) -> str:
     return str(path.parent if path.name == "config.json" else path)
 
 
+class ChannelWatch:
+    """A `Watch` over a registry's event stream: nudges the follower on each move of REV's
+    ref (a channel, tag or line head) and each time the stream (re)connects, since moves may
+    have been missed while it was down."""
+
+    def __init__(self, repo, rev: str):
+        from mint.remote.events import EventStream
+
+        line, _, name = rev.partition("@")
+        self.line, self.name = line, name or line
+        self.stream = EventStream(repo.url, repo.token, tail=True)
+
+    def run(self, nudge) -> None:
+        def on_event(event: dict) -> None:
+            data = event.get("data") or {}
+            if data.get("line") == self.line and data.get("name") == self.name:
+                nudge()
+
+        self.stream.follow(on_event, on_connect=nudge)
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def watch_for(repo, rev: str, poll_interval: float) -> tuple[ChannelWatch | None, float]:
+    """How to follow REV: a registry's event stream (polling only every minute, as a
+    fallback), or polling a local repository every POLL_INTERVAL seconds."""
+    if not getattr(repo, "is_remote", False) or "~" in rev or "^" in rev:
+        return None, poll_interval
+    return ChannelWatch(repo, rev), max(poll_interval, FALLBACK_POLL)
+
+
 def open_runtime(
     repo: Repo,
     rev: str,
@@ -53,11 +87,13 @@ def open_runtime(
     batching: BatchPolicy | None = None,
     max_cpu_adapters: int = 0,
 ) -> Runtime:
-    """Load REV's set onto the base and keep following REV (a channel, tag or line).
+    """Load REV's set onto the base and keep following REV (a channel, tag or line): on a
+    registry through its event stream, in a local repository by polling.
 
     `batching` says how concurrent requests are gathered (default: `BatchPolicy()`);
     `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included."""
     spec = api.set_spec(repo, rev)
+    watch, poll_interval = watch_for(repo, rev, poll_interval)
     runtime = Runtime(
         SharedBase.load(base_dir_for(repo, spec, base_dir)),
         verify=store_verifier(repo),
@@ -66,6 +102,7 @@ def open_runtime(
         poll_interval=poll_interval,
         batching=batching,
         max_cpu_adapters=max_cpu_adapters,
+        watch=watch,
     )
     runtime.stage(spec)
     runtime.swap()

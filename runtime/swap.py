@@ -12,7 +12,9 @@ version no request holds is unloaded.
 
 Following a channel: `follow()` starts a thread that calls `resolve()` every
 `poll_interval` seconds and, when the channel names another commit, loads it with
-`load_spec(commit)`, stages it and swaps it in.
+`load_spec(commit)`, stages it and swaps it in. With a `watch`, the thread waits for
+`nudge()` instead (a registry's event stream calls it when the channel moves), and checks
+every `poll_interval` seconds only as a fallback.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from mint.objects import SetSpec
 from mint.runtime.batching import BatchPolicy, OnEvent, Scheduler, Ticket
@@ -74,6 +77,15 @@ class SwapRecord:
     resident: bool = False  # served again from the CPU tier: nothing was loaded
 
 
+class Watch(Protocol):
+    """What tells a follower that its channel may have moved: `run(nudge)` calls `nudge()`
+    on each sign of a move until `close()`."""
+
+    def run(self, nudge: Callable[[], None]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Runtime:
     """Holds the active set version on one shared base, and swaps it without dropping requests."""
 
@@ -89,6 +101,7 @@ class Runtime:
         retry_after: float = 10.0,
         batching: BatchPolicy | None = None,
         max_cpu_adapters: int = 0,
+        watch: Watch | None = None,
     ):
         """`verify(spec)` raises when a member's bytes are not what was committed (store verify).
 
@@ -98,6 +111,7 @@ class Runtime:
         `batching` says how requests are gathered (`BatchPolicy.off()`: one at a time);
         `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included
         (0: a version is unloaded as soon as it stops serving and no request holds it).
+        `watch` (see `Watch`) tells the follower when to check, instead of a timer.
         """
         self.base = base
         self.verify = verify
@@ -116,6 +130,9 @@ class Runtime:
         self._stop = threading.Event()
         self._follower: threading.Thread | None = None
         self._failed: tuple[str, float] | None = None
+        self.watch = watch
+        self._wake = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     # --- serving ---------------------------------------------------------------------
 
@@ -348,9 +365,22 @@ class Runtime:
             target=self._follow_loop, name="mint-follow", daemon=True
         )
         self._follower.start()
+        if self.watch is not None:
+            self._watcher = threading.Thread(
+                target=self.watch.run, args=(self.nudge,), name="mint-watch", daemon=True
+            )
+            self._watcher.start()
+
+    def nudge(self) -> None:
+        """Check the channel now (the follower wakes up)."""
+        self._wake.set()
 
     def _follow_loop(self) -> None:
-        while not self._stop.wait(self.poll_interval):
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.poll()
             except Exception as exc:  # noqa: BLE001 - a failing resolve must not end the follower
@@ -359,6 +389,12 @@ class Runtime:
     def stop(self) -> None:
         """Stop following the channel."""
         self._stop.set()
+        self._wake.set()
+        if self.watch is not None:
+            self.watch.close()
+        if self._watcher is not None:
+            self._watcher.join(1.0)  # a daemon: a read blocked until the next heartbeat ends it
+            self._watcher = None
         if self._follower is not None:
             self._follower.join()
             self._follower = None

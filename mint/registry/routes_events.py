@@ -1,0 +1,118 @@
+"""The event stream (role: reader): `GET /api/v1/events`, server-sent events of ref moves.
+
+Every move of a ref appends one `ref_history` row; its integer id is the event's id. The
+stream sends the rows after `Last-Event-ID` (or `?after=ID`), then polls the table for new
+ones. The server keeps nothing between requests, so replicas over one database send the
+same stream. Rows on lines outside the token's line globs are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from mint import schema as s
+from mint.ids import RefKind
+from mint.registry.auth import Reader, RepoDep
+from mint.registry.schemas import ERROR_RESPONSES
+from mint.registry.tokens import Identity
+from mint.repo import Repo
+
+router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["events"])
+
+POLL = 0.2  # seconds between looks at the table
+HEARTBEAT = 15.0  # seconds between comments when nothing moves
+BATCH = 500  # rows read per look
+TYPES = {RefKind.CHANNEL: "channel.moved", RefKind.TAG: "tag.moved", RefKind.HEAD: "line.pushed"}
+
+
+def rows_after(repo: Repo, after: int) -> list:
+    """The next ref_history rows after id AFTER, oldest first."""
+    t = s.ref_history
+    q = sa.select(t).where(t.c.id > after).order_by(t.c.id).limit(BATCH)
+    with repo.db.read() as conn:
+        return list(conn.execute(q))
+
+
+def event_of(row) -> dict:
+    """The event a ref_history row is: {"id", "type", "at", "data"}."""
+    at = row.at.isoformat() if hasattr(row.at, "isoformat") else str(row.at)
+    data = {"line": row.line, "name": row.name, "from": row.old, "to": row.new}
+    data |= {"action": row.action, "by": row.by}
+    kind = TYPES.get(row.kind, "ref.moved")
+    return {"id": row.id, "type": kind, "at": at, "data": data}
+
+
+def frame(event: dict) -> str:
+    """EVENT as one server-sent event."""
+    body = json.dumps(event, separators=(",", ":"))
+    return f"id: {event['id']}\nevent: {event['type']}\ndata: {body}\n\n"
+
+
+def last_id(repo: Repo) -> int:
+    """The newest ref_history id (0 when there is none)."""
+    with repo.db.read() as conn:
+        return conn.execute(sa.select(sa.func.max(s.ref_history.c.id))).scalar() or 0
+
+
+async def stream(repo: Repo, who: Identity, after: int | None) -> AsyncIterator[str]:
+    """Every event after AFTER (None: from now on) on the token's lines, then new ones as
+    they are written. It opens with AFTER as the stream's id, so a client that reconnects
+    before any event resumes from there."""
+    if after is None:
+        after = await run_in_threadpool(last_id, repo)
+    yield f": mint events\nretry: 1000\nid: {after}\n\n"
+    quiet_since = time.monotonic()
+    while True:
+        rows = await run_in_threadpool(rows_after, repo, after)
+        for row in rows:
+            after = row.id
+            if who.may_touch(row.line):
+                quiet_since = time.monotonic()
+                yield frame(event_of(row))
+        if len(rows) == BATCH:
+            continue
+        if time.monotonic() - quiet_since >= HEARTBEAT:
+            quiet_since = time.monotonic()
+            yield ": heartbeat\n\n"
+        await asyncio.sleep(POLL)
+
+
+def start_of(last_event_id: str | None, after: int | None, tail: bool) -> int | None:
+    """Where the stream starts: the Last-Event-ID header, else `after`, else the beginning
+    (or, with TAIL, the newest event: None)."""
+    if last_event_id and last_event_id.strip().isdigit():
+        return int(last_event_id.strip())
+    if after is not None:
+        return after
+    return None if tail else 0
+
+
+# Not in /openapi.json: a stream that never ends is no request/answer pair to describe (or
+# fuzz); docs/registry-api.md describes it.
+@router.get("/events", response_class=StreamingResponse, include_in_schema=False)
+async def events(
+    repo: RepoDep,
+    who: Reader,
+    after: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    last_event_id: Annotated[str | None, Header(max_length=40)] = None,
+    tail: Annotated[
+        bool, Query(description="without an id to resume from: only new events")
+    ] = False,
+) -> StreamingResponse:
+    """Ref moves as server-sent events: `channel.moved`, `tag.moved`, `line.pushed`,
+    resumed after `Last-Event-ID` (or `after`)."""
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(
+        stream(repo, who, start_of(last_event_id, after, tail)),
+        media_type="text/event-stream",
+        headers=headers,
+    )

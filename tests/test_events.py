@@ -1,0 +1,155 @@
+"""The registry's event stream (`GET /api/v1/events`) and `mint --repo URL serve` following a
+channel through it: real `mint registry serve` and `mint serve` processes, on SQLite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mint import api
+from mint.remote.events import EventStream, parse
+
+from registry import Registry, _wait_until_up, create_token, running_registry
+
+ME = "tester"
+
+
+def read_events(url: str, token: str, n: int, headers=None, **params) -> list[dict]:
+    """The first N events of the stream (a raw httpx read, as any SSE client would)."""
+    import json
+
+    found = []
+    headers = {"Authorization": f"Bearer {token}", **(headers or {})}
+    with httpx.stream(
+        "GET",
+        url + "/api/v1/events",
+        headers=headers,
+        params=params,
+        timeout=httpx.Timeout(10, read=5),
+    ) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        for event_id, kind, data in parse(r.iter_lines()):
+            if not data:
+                continue
+            event = json.loads(data)
+            assert (event_id, kind) == (str(event["id"]), event["type"])
+            found.append(event)
+            if len(found) == n:
+                return found
+    raise AssertionError(f"the stream ended after {len(found)} events")
+
+
+@pytest.fixture
+def moves(tmp_path, models):
+    """A repository with two lines, tags and channel moves, behind a registry."""
+    repo, _ = api.init(tmp_path / "repo")
+    api.base_add(repo, "tiny-llama", models["base"])
+    c1 = api.commit(repo, "chat", models["a1"], "1", author=ME).id
+    c2 = api.commit(repo, "chat", models["a2"], "2", author=ME).id
+    other = api.commit(repo, "other", models["a1"], "o", author=ME).id
+    api.tag(repo, "v1", "chat", by=ME)
+    api.promote(repo, c1, "canary", by=ME)
+    api.promote(repo, c2, "canary", by=ME)
+    api.tag(repo, "v1", "other", by=ME)
+    api.rollback(repo, "chat@canary", by=ME)
+    api.tag_delete(repo, "chat@v1", by=ME)
+    tokens = {
+        "all": create_token(repo.root, "rita", "reader"),
+        "chat": create_token(repo.root, "carl", "reader", ("chat*",)),
+    }
+    with running_registry(repo.root) as registry:
+        yield repo, registry, tokens, (c1, c2, other)
+    repo.close()
+
+
+def test_the_stream_sends_moves_in_order_and_resumes(moves):
+    repo, registry, tokens, (c1, c2, other) = moves
+    events = read_events(registry.url, tokens["all"], 6, after=0)
+    ids = [e["id"] for e in events]
+    assert ids == sorted(ids) and len(set(ids)) == 6
+    summary = [
+        (e["type"], e["data"]["line"], e["data"]["name"], e["data"]["action"]) for e in events
+    ]
+    assert summary == [
+        ("tag.moved", "chat", "v1", "create"),
+        ("channel.moved", "chat", "canary", "promote"),
+        ("channel.moved", "chat", "canary", "promote"),
+        ("tag.moved", "other", "v1", "create"),
+        ("channel.moved", "chat", "canary", "rollback"),
+        ("tag.moved", "chat", "v1", "delete"),
+    ]
+    rollback = events[-2]["data"]
+    assert (rollback["from"], rollback["to"], rollback["by"]) == (c2, c1, ME)
+    assert events[-1]["data"]["to"] is None and events[0]["at"]
+    # Resuming: everything after the id given, once, then new moves as they happen.
+    later = read_events(registry.url, tokens["all"], 4, headers={"Last-Event-ID": str(ids[1])})
+    assert later == events[2:]
+    got: list[dict] = []
+    stream = EventStream(registry.url, tokens["all"], last_id=ids[-1])
+    reader = threading.Thread(target=stream.follow, args=(got.append,), daemon=True)
+    reader.start()
+    api.promote(repo, c2, "canary", by=ME)
+    wait_until(lambda: got, "the new promote never came")
+    stream.close()
+    assert [e["data"]["action"] for e in got] == ["promote"] and got[0]["id"] > ids[-1]
+
+
+def test_a_line_limited_token_sees_only_its_lines(moves):
+    _, registry, tokens, _ = moves
+    events = read_events(registry.url, tokens["chat"], 5, after=0)
+    assert {e["data"]["line"] for e in events} == {"chat"}
+    refused = httpx.get(registry.url + "/api/v1/events")
+    assert refused.status_code == 401
+
+
+def test_the_client_reconnects_with_last_event_id(moves, tmp_path):
+    repo, registry, tokens, (c1, c2, _) = moves
+    port = int(registry.url.rsplit(":", 1)[1])
+    got: list[dict] = []
+    stream = EventStream(registry.url, tokens["all"], tail=True)
+    threading.Thread(target=stream.follow, args=(got.append,), daemon=True).start()
+    wait_until(lambda: stream.connects == 1, "never connected")
+    registry.stop()
+    api.promote(repo, c2, "canary", by=ME)  # while the registry is down
+    again = restart(repo.root, port)
+    try:
+        api.rollback(repo, "chat@canary", by=ME)
+        wait_until(lambda: len(got) == 2, f"events lost: {got}")
+        assert [e["data"]["action"] for e in got] == ["promote", "rollback"]
+        assert stream.connects >= 2
+    finally:
+        stream.close()
+        again.stop()
+
+
+def wait_until(condition, message: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, message
+        time.sleep(0.02)
+
+
+def restart(repo_root, port: int) -> Registry:
+    """The registry again on PORT (a follower knows it by its URL)."""
+    deadline = time.monotonic() + 30
+    while True:  # the old socket may linger a moment
+        log = Path(repo_root) / f".registry-{port}-again.log"
+        argv = ["--repo", str(repo_root), "registry", "serve", "--host", "127.0.0.1"]
+        with open(log, "ab") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "mint", *argv, "--port", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        registry = Registry(f"http://127.0.0.1:{port}", process.pid, log, process)
+        if _wait_until_up(registry):
+            return registry
+        registry.stop()
+        assert time.monotonic() < deadline, registry.output()[-2000:]
+        time.sleep(0.2)
