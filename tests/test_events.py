@@ -153,3 +153,82 @@ def restart(repo_root, port: int) -> Registry:
         registry.stop()
         assert time.monotonic() < deadline, registry.output()[-2000:]
         time.sleep(0.2)
+
+
+@pytest.fixture
+def macaron(tmp_path, tmp_path_factory):
+    """The demo MoL in a repository behind a registry: two sets (two routers)."""
+    from mint.examples.demo import MOL
+
+    from test_runtime_support import demo
+
+    files = demo(tmp_path_factory)
+    repo, _ = api.init(tmp_path / "repo")
+    api.base_add(repo, "tiny-llama", files.base)
+    for label, folder in files.experts.items():
+        api.commit(repo, label, folder, label, author=ME)
+        api.tag(repo, "v1", label, by=ME)
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for src in (files.route_prompt, files.summary_prompt):
+        (folder / src.name).write_bytes(src.read_bytes())
+    sets = []
+    for name, path in (("good", files.router), ("degraded", files.degraded_router)):
+        router = api.commit(repo, "router", path, name, author=ME).id
+        (folder / "mol.toml").write_text(MOL.format(router=router))
+        sets.append(api.set_commit(repo, folder / "mol.toml", name, author=ME).id)
+    api.promote(repo, sets[0], "canary", by=ME)
+    token = create_token(repo.root, "rita", "reader")
+    with running_registry(repo.root) as registry:
+        yield repo, registry, token, sets, files
+    repo.close()
+
+
+def test_a_runtime_on_a_registry_follows_the_channel_through_events(macaron, tmp_path):
+    from mint.remote.repo import RemoteRepo
+    from mint.runtime.server import ServerThread
+    from mint.runtime.service import open_runtime
+
+    repo, registry, token, sets, files = macaron
+    remote = RemoteRepo(registry.url, token, cache=tmp_path / "cache")
+    runtime = open_runtime(remote, "macaron@canary", str(files.base), poll_interval=0.05)
+    assert runtime.watch is not None and runtime.poll_interval >= 60
+    runtime.follow()
+    stop, failures = threading.Event(), []
+
+    def load(url):
+        body = {"model": "macaron", "messages": [{"role": "user", "content": "fix the bug"}]}
+        with httpx.Client(base_url=url, timeout=60) as client:
+            while not stop.is_set():
+                if client.post("/v1/chat/completions", json=body).status_code != 200:
+                    failures.append(1)
+
+    port = int(registry.url.rsplit(":", 1)[1])
+    try:
+        with ServerThread(runtime) as url:
+            clients = [threading.Thread(target=load, args=(url,)) for _ in range(2)]
+            for c in clients:
+                c.start()
+            for move in (
+                lambda: api.promote(repo, sets[1], "canary", by=ME),
+                lambda: api.rollback(repo, "macaron@canary", by=ME),
+            ):
+                move()
+                target = api.resolve(repo, "macaron@canary")
+                wait_until(lambda t=target: runtime.active.id == t, "no switch in 1 s", 1.0)
+            registry.stop()  # the registry goes away: the server keeps serving
+            time.sleep(0.5)
+            api.promote(repo, sets[1], "canary", by=ME)
+            again = restart(repo.root, port)
+            try:
+                wait_until(lambda: runtime.active.id == sets[1], "no switch after restart")
+            finally:
+                again.stop()
+            stop.set()
+            for c in clients:
+                c.join()
+    finally:
+        stop.set()
+        runtime.close()
+        remote.close()
+    assert failures == []
