@@ -442,6 +442,14 @@ def test_every_command_against_a_url(sqlite_team, models, tmp_path):
     assert back["to"] == c2 and back["by"] == "wanda"
     status = at("rita", "status", "--json").json()
     assert {x["name"]: x["channels"] for x in status}["chat"] == {"staging": c2}
+    # pages, as locally: history -n/--before, status --limit/--after
+    moves = at("rita", "history", "chat@staging", "--json").json()
+    page = at("rita", "history", "chat@staging", "-n", "2", "--json").json()
+    assert page == moves[-2:] and len(moves) == 3
+    older = at("rita", "history", "chat@staging", "-n", "2", "--before", page[0]["id"], "--json")
+    assert older.json() == moves[:1]
+    paged = at("rita", "status", "--limit", "1", "--after", "chat", "--json").json()
+    assert [x["name"] for x in paged] == ["macaron"]
     assert at("max", "tag", "-d", "router@v1").code == 0 and api.tag_list(t.repo) == []
 
 

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits.rows import lines_page
-from mint.errors import RevisionNotFound
+from mint.errors import InvalidConfig, RevisionNotFound
 from mint.ids import Action, Kind, RefKind, iso
 from mint.objects import LineStatus, Move
 from mint.repo import Repo
@@ -43,7 +43,7 @@ def history(
     id), only moves older than that entry. The page before a page P is `before=P[0].id`.
     Each page is one query on the (line, name, id) index, however long the history."""
     if n is not None and n < 1:
-        raise ValueError(f"n must be 1 or more, not {n}")
+        raise InvalidConfig(f"a page of history holds 1 move or more, not {n}")
     line, _, channel = ref.partition("@")
     if not line or not channel:
         raise RevisionNotFound(ref, "expected LINE@CHANNEL")

@@ -23,14 +23,20 @@ def whoami(who: Reader) -> MintJSON:
     return answer({"name": who.name, "role": who.role, "lines": who.lines})
 
 
+Limit = Annotated[int | None, Query(ge=1, le=100_000, description="at most this many")]
+After = Annotated[Name | None, Query(description="only lines named after this one")]
+
+
 @router.get("/lines", response_model=list_of(objects.LineInfo))
-def lines(repo: RepoDep, who: Reader) -> MintJSON:
-    return answer(visible(who, api.ls(repo), lambda i: i.name))
+def lines(repo: RepoDep, who: Reader, limit: Limit = None, after: After = None) -> MintJSON:
+    found = api.ls(repo, limit=limit, after=after)
+    return answer(visible(who, found, lambda i: i.name))
 
 
 @router.get("/status", response_model=list_of(objects.LineStatus))
-def status(repo: RepoDep, who: Reader) -> MintJSON:
-    return answer(visible(who, api.status(repo), lambda i: i.name))
+def status(repo: RepoDep, who: Reader, limit: Limit = None, after: After = None) -> MintJSON:
+    found = api.status(repo, limit=limit, after=after)
+    return answer(visible(who, found, lambda i: i.name))
 
 
 @router.get("/resolve", response_model=Resolved)
@@ -66,10 +72,14 @@ def diff(repo: RepoDep, who: Reader, a: RevQuery, b: RevQuery) -> MintJSON:
 
 @router.get("/history", response_model=list_of(objects.Move))
 def history(
-    repo: RepoDep, who: Reader, ref: Annotated[Rev, Query(description="LINE@CHANNEL")]
+    repo: RepoDep,
+    who: Reader,
+    ref: Annotated[Rev, Query(description="LINE@CHANNEL")],
+    n: Annotated[int | None, Query(ge=1, le=100_000, description="the newest N moves")] = None,
+    before: Annotated[int | None, Query(ge=0, description="moves before this entry id")] = None,
 ) -> MintJSON:
     check_line(who, ref.partition("@")[0])
-    return answer(api.history(repo, ref))
+    return answer(api.history(repo, ref, n=n, before=before))
 
 
 @router.get("/tags", response_model=list_of(objects.RefInfo))

@@ -37,9 +37,9 @@ def show(repo: RemoteRepo, rev: str) -> CommitDetail:
     return decode(CommitDetail, repo.client.get(f"/commits/{segment(rev)}"))
 
 
-def ls(repo: RemoteRepo) -> list[LineInfo]:
-    """Every line with its kind, head and number of commits."""
-    return decode_list(LineInfo, repo.client.get("/lines"))
+def ls(repo: RemoteRepo, *, limit: int | None = None, after: str | None = None) -> list[LineInfo]:
+    """Lines with their kind, head and number of commits (a page: LIMIT after AFTER)."""
+    return decode_list(LineInfo, repo.client.get("/lines", limit=limit, after=after))
 
 
 def diff(repo: RemoteRepo, rev_a: str, rev_b: str) -> Diff:
@@ -47,14 +47,18 @@ def diff(repo: RemoteRepo, rev_a: str, rev_b: str) -> Diff:
     return decode(Diff, repo.client.get("/diff", a=rev_a, b=rev_b))
 
 
-def status(repo: RemoteRepo) -> list[LineStatus]:
-    """Every line with its head and the holder of each of its channels."""
-    return decode_list(LineStatus, repo.client.get("/status"))
+def status(
+    repo: RemoteRepo, *, limit: int | None = None, after: str | None = None
+) -> list[LineStatus]:
+    """Lines with their heads and the holder of each of their channels (a page)."""
+    return decode_list(LineStatus, repo.client.get("/status", limit=limit, after=after))
 
 
-def history(repo: RemoteRepo, ref: str) -> list[Move]:
-    """Every move of LINE@CHANNEL, oldest first."""
-    return decode_list(Move, repo.client.get("/history", ref=ref))
+def history(
+    repo: RemoteRepo, ref: str, *, n: int | None = None, before: int | None = None
+) -> list[Move]:
+    """Moves of LINE@CHANNEL, oldest first: all, or the newest N before entry BEFORE."""
+    return decode_list(Move, repo.client.get("/history", ref=ref, n=n, before=before))
 
 
 def base_ls(repo: RemoteRepo) -> list[Base]:
