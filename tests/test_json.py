@@ -56,6 +56,8 @@ def history_repo(repo, mint, models):
         (["history", "chat@production"], lambda r: api.history(r, "chat@production")),
         (["status"], lambda r: api.status(r)),
         (["ls"], lambda r: api.ls(r)),
+        (["ls", "--limit", "1"], lambda r: api.ls(r, limit=1)),
+        (["ls", "--after", "chat"], lambda r: api.ls(r, after="chat")),
         (["diff", "chat~1", "chat"], lambda r: api.diff(r, "chat~1", "chat")),
         (["tag", "--list"], lambda r: api.tag_list(r)),
         (["base", "ls"], lambda r: api.base_ls(r)),

@@ -132,11 +132,13 @@ def checkout(repo, rev, directory, as_json) -> None:
 
 
 @click.command("ls")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N lines.")
+@click.option("--after", metavar="LINE", help="Only lines whose names sort after LINE.")
 @json_option
 @with_repo
-def ls_cmd(repo, as_json) -> None:
-    """Lines with their heads and commit counts."""
-    items = api.ls(repo)
+def ls_cmd(repo, limit, after, as_json) -> None:
+    """Lines with their heads and commit counts (a page with --limit and --after)."""
+    items = api.ls(repo, limit=limit, after=after)
     if as_json:
         return emit_json(items)
     rows = [[i.name, i.kind, short(i.head), i.commits] for i in items]
