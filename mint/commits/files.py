@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from mint.commits.adapter import safe_relpath
@@ -17,6 +18,14 @@ def write_files(
 
     A blob whose bytes do not hash to its id stops the write (BlobCorrupt), and whatever was
     written is removed. Returns (files, bytes)."""
+    return write_tree(items, dest, lambda blob, target: copy_out(store, blob, target))
+
+
+def write_tree(
+    items: list[tuple[str, str | bytes]], dest: Path, write_blob: Callable[[str, Path], object]
+) -> tuple[int, int]:
+    """`write_files` with WRITE_BLOB(blob id, new file) doing the (verified) copy of a blob:
+    from a local store, or downloaded from a registry."""
     plan = [(safe_relpath(p), src) for p, src in items]
     created = not dest.exists()
     total = 0
@@ -28,15 +37,16 @@ def write_files(
             if isinstance(src, bytes):
                 target.write_bytes(src)
             else:
-                copy_out(store, src, target)
+                write_blob(src, target)
             total += target.stat().st_size
             os.chmod(target, 0o644)
     except BaseException:
-        shutil.rmtree(dest, ignore_errors=True) if created else _empty(dest)
+        shutil.rmtree(dest, ignore_errors=True) if created else empty_folder(dest)
         raise
     return len(plan), total
 
 
-def _empty(folder: Path) -> None:
+def empty_folder(folder: Path) -> None:
+    """Remove everything inside FOLDER, keeping the folder."""
     for child in folder.iterdir():
         shutil.rmtree(child) if child.is_dir() else child.unlink()

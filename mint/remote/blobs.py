@@ -3,13 +3,12 @@ is hashed while it is written."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mint.commits.adapter import safe_relpath
+from mint.commits.files import write_tree
 from mint.remote.http import Client
 
 MISSING_BATCH = 10_000  # the most ids POST /blobs/missing takes at once
@@ -67,35 +66,18 @@ def download_files(
     client: Client, items: list[tuple[str, str | bytes]], dest: Path
 ) -> tuple[int, int]:
     """Write each (relative path, blob id or literal bytes) under DEST, a new or empty folder,
-    the way a local checkout does. A blob whose bytes do not hash to its id stops the
-    checkout (BlobCorrupt), and whatever was written is removed. Returns (files, bytes)."""
-    plan = [(safe_relpath(p), src) for p, src in items]
-    created = not dest.exists()
-    fetched: dict[str, Path] = {}  # a blob used twice comes down once
-    total = 0
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        for path, src in plan:
-            target = dest / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(src, bytes):
-                target.write_bytes(src)
-            elif src in fetched:
-                shutil.copyfile(fetched[src], target)
-            else:
-                client.download(src, target)
-                fetched[src] = target
-            total += target.stat().st_size
-            os.chmod(target, 0o644)
-    except BaseException:
-        shutil.rmtree(dest, ignore_errors=True) if created else empty_folder(dest)
-        raise
-    return len(plan), total
+    the way a local checkout does (`mint.commits.files.write_tree`), each blob downloaded and
+    verified on arrival; a blob used twice comes down once. Returns (files, bytes)."""
+    fetched: dict[str, Path] = {}
 
+    def write_blob(blob_id: str, target: Path) -> None:
+        if blob_id in fetched:
+            shutil.copyfile(fetched[blob_id], target)
+        else:
+            client.download(blob_id, target)
+            fetched[blob_id] = target
 
-def empty_folder(folder: Path) -> None:
-    for child in folder.iterdir():
-        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    return write_tree(items, dest, write_blob)
 
 
 def fetch_into_store(

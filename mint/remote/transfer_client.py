@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from mint import schema as s
 from mint import transfer
 from mint.commits import rows
+from mint.commits.files import empty_folder
 from mint.errors import (
     DestinationNotEmpty,
     NotFastForward,
@@ -36,7 +37,7 @@ from mint.refs import RefsContainer, resolve
 from mint.refs.revisions import check_name
 from mint.refs.tags import tag_in
 from mint.remote import reads
-from mint.remote.blobs import Progress, empty_folder, fetch_into_store, upload
+from mint.remote.blobs import Progress, fetch_into_store, upload
 from mint.remote.http import segment
 from mint.remote.repo import RemoteRepo
 from mint.repo import Repo
