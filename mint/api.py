@@ -13,10 +13,13 @@ Sets           set_commit, set_spec
 Contracts      contract_add, contract_show, contract_ls
 Evaluations    evaluate, record_evaluation, evaluation_checks, evaluations_of
 Channels       gate, promote, approve, rollback, history, status
+Canaries       canary_of, canary_start, canary_stop, canary_status
+Traces         traces_ls, traces_export, record_feedback, write_traces, dataset_show
 Export         export
 Hub            pull, HubSettings
 Remotes        remote_add, remote_ls, remote_remove, push, fetch, clone, login
 Registry       token_create, token_ls, token_revoke, protect, unprotect, protected_ls
+Webhooks       webhook_add, webhook_ls, webhook_rm, webhook_deliveries
 
 The operations are imported on first use, so that `mint --help` and `mint --version` start
 without loading the database layer.
@@ -72,6 +75,15 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "rollback": ("mint.gates.promotion", "rollback", _ANY),
     "history": ("mint.gates.history", "history", _ANY),
     "status": ("mint.gates.history", "status", _ANY),
+    "canary_of": ("mint.gates.canary", "canary_of", _LOCAL),
+    "canary_start": ("mint.gates.canary", "canary_start", _LOCAL),
+    "canary_stop": ("mint.gates.canary", "canary_stop", _LOCAL),
+    "canary_status": ("mint.gates.canary", "canary_status", _LOCAL),
+    "traces_ls": ("mint.traces.records", "traces_ls", _LOCAL),
+    "traces_export": ("mint.traces.export", "traces_export", _LOCAL),
+    "record_feedback": ("mint.traces.records", "record_feedback", _LOCAL),
+    "write_traces": ("mint.traces.records", "write_traces", _LOCAL),
+    "dataset_show": ("mint.traces.export", "dataset_show", _LOCAL),
     "export": ("mint.export", "export", _ANY),
     "pull": ("mint.hub.pull", "pull", _LOCAL),
     "HubSettings": ("mint.hub.settings", "HubSettings", _PLAIN),
@@ -89,6 +101,10 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "protect": ("mint.registry.protection", "protect", _LOCAL),
     "unprotect": ("mint.registry.protection", "unprotect", _LOCAL),
     "protected_ls": ("mint.registry.protection", "protected_ls", _LOCAL),
+    "webhook_add": ("mint.registry.webhooks", "webhook_add", _LOCAL),
+    "webhook_ls": ("mint.registry.webhooks", "webhook_ls", _LOCAL),
+    "webhook_rm": ("mint.registry.webhooks", "webhook_rm", _LOCAL),
+    "webhook_deliveries": ("mint.registry.webhooks", "webhook_deliveries", _LOCAL),
 }
 
 __all__ = [
@@ -97,12 +113,17 @@ __all__ = [
     "approve",
     "base_add",
     "base_ls",
+    "canary_of",
+    "canary_start",
+    "canary_status",
+    "canary_stop",
     "checkout",
     "clone",
     "commit",
     "contract_add",
     "contract_ls",
     "contract_show",
+    "dataset_show",
     "db_upgrade",
     "diff",
     "evaluate",
@@ -125,6 +146,7 @@ __all__ = [
     "pull",
     "push",
     "record_evaluation",
+    "record_feedback",
     "remote_add",
     "remote_ls",
     "remote_remove",
@@ -140,7 +162,14 @@ __all__ = [
     "token_create",
     "token_ls",
     "token_revoke",
+    "traces_export",
+    "traces_ls",
     "unprotect",
+    "webhook_add",
+    "webhook_deliveries",
+    "webhook_ls",
+    "webhook_rm",
+    "write_traces",
 ]  # the keys of _OPERATIONS (a test keeps them equal)
 
 
@@ -192,6 +221,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     )
     from mint.commits.operations import resolve_rev as resolve
     from mint.export import export
+    from mint.gates.canary import canary_of, canary_start, canary_status, canary_stop
     from mint.gates.contracts import contract_add, contract_ls, contract_show
     from mint.gates.evaluations import evaluations_of
     from mint.gates.evaluations import record as record_evaluation
@@ -204,7 +234,10 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.registry.protection import protect, protected_ls, unprotect
     from mint.registry.tokens import token_create, token_ls, token_revoke
+    from mint.registry.webhooks import webhook_add, webhook_deliveries, webhook_ls, webhook_rm
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
     from mint.remote.transfer_client import clone, fetch, push
     from mint.repo import db_upgrade, init, open_repo
     from mint.sets.operations import set_commit, set_spec
+    from mint.traces.export import dataset_show, traces_export
+    from mint.traces.records import record_feedback, traces_ls, write_traces

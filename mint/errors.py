@@ -247,6 +247,49 @@ class EvaluationFailed(MintError):
     pass
 
 
+class CanaryOpen(MintError):
+    """A channel serves at most one canary at a time."""
+
+    def __init__(self, ref: str, canary_id: int, candidate: str):
+        super().__init__(f"{ref} already has an open canary (#{canary_id}, {candidate[:12]})")
+        self.ref, self.canary_id, self.candidate = ref, canary_id, candidate
+
+
+class NoCanary(MintError, LookupError):
+    def __init__(self, ref: str, why: str = "no open canary"):
+        super().__init__(f"{why} on {ref}")
+        self.ref, self.why = ref, why
+
+
+# --- traces and feedback ------------------------------------------------------------
+
+
+class TraceNotFound(MintError, LookupError):
+    """Feedback named a completion id that no recorded trace has."""
+
+    def __init__(self, trace_id: str):
+        super().__init__(f"no trace with id {trace_id!r}")
+        self.trace_id = trace_id
+
+
+class InvalidFeedback(MintError, ValueError):
+    def __init__(self, why: str):
+        super().__init__(f"invalid feedback: {why}")
+        self.why = why
+
+
+class InvalidTime(MintError, ValueError):
+    def __init__(self, text: str):
+        super().__init__(f"not a time: {text!r} (an ISO 8601 time, or an age: 10m, 2h, 1d)")
+        self.text = text
+
+
+class DatasetNotFound(MintError, LookupError):
+    def __init__(self, dataset_id: str):
+        super().__init__(f"no dataset {dataset_id!r}")
+        self.dataset_id = dataset_id
+
+
 # --- moving commits between repositories (push, fetch) -------------------------------
 
 
@@ -298,6 +341,18 @@ class UnknownToken(MintError, LookupError):
     def __init__(self, name: str):
         super().__init__(f"no token named {name}")
         self.name = name
+
+
+class InvalidWebhookUrl(MintError, ValueError):
+    def __init__(self, url: str, why: str):
+        super().__init__(f"invalid webhook URL {url!r}: {why}")
+        self.url, self.why = url, why
+
+
+class UnknownWebhook(MintError, LookupError):
+    def __init__(self, hook_id: object):
+        super().__init__(f"no webhook with id {hook_id}")
+        self.hook_id = hook_id
 
 
 # --- a registry seen from a client ------------------------------------------------------

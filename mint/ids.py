@@ -19,6 +19,7 @@ ContractId = NewType("ContractId", str)
 __all__ = [
     "Action",
     "BlobId",
+    "CanaryOutcome",
     "CommitId",
     "ContractId",
     "EvalSource",
@@ -44,6 +45,7 @@ class RefKind(StrEnum):
     TAG = "tag"
     CHANNEL = "channel"
     HEAD = "head"  # a line head, in ref_history only: pushed or forced moves
+    CANARY = "canary"  # a channel's canary, in ref_history only: started and stopped
 
 
 class Action(StrEnum):
@@ -55,6 +57,15 @@ class Action(StrEnum):
     ROLLBACK = "rollback"
     DELETE = "delete"
     PUSH = "push"
+    CANARY_START = "canary-start"
+    CANARY_STOP = "canary-stop"
+
+
+class CanaryOutcome(StrEnum):
+    """How a canary ended."""
+
+    PROMOTED = "promoted"  # its candidate went on to hold the channel
+    STOPPED = "stopped"  # it was called off
 
 
 class Role(StrEnum):

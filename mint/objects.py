@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mint.ids import Action, CommitId, ContractId, EvalSource, Kind, RefKind, Role
+from mint.ids import (
+    Action,
+    CanaryOutcome,
+    CommitId,
+    ContractId,
+    EvalSource,
+    Kind,
+    RefKind,
+    Role,
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,7 @@ class CommitDetail:
     provenance: dict
     tags: list[str]
     members: list[Member] = field(default_factory=list)
+    dataset: Dataset | None = None  # the export `meta.data` names, when it is a known one
 
 
 @dataclass(frozen=True)
@@ -287,3 +297,78 @@ class LineStatus:
     kind: Kind
     head: str | None
     channels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Canary:
+    """A candidate set served to a fraction of a channel's requests beside its holder."""
+
+    id: int
+    line: str
+    channel: str
+    candidate: CommitId
+    baseline: CommitId  # the channel's holder when the canary started
+    fraction: float
+    started_at: str
+    started_by: str
+    stopped_at: str | None = None
+    stopped_by: str | None = None
+    outcome: CanaryOutcome | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class VariantStats:
+    """Live feedback on one variant: traces served, those scored, the mean score and its
+    95% Wilson interval (low, high), None while nothing is scored."""
+
+    variant: str  # production | canary
+    commit: CommitId
+    traces: int
+    scored: int
+    mean: float | None
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class CanaryStatus:
+    """A canary (the open one, else the latest) and its two variants side by side."""
+
+    canary: Canary
+    production: VariantStats
+    candidate: VariantStats
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One served turn as recorded, with the latest feedback on it (None when there is none)."""
+
+    id: str  # the completion id the server returned
+    at: str
+    set_line: str
+    set_commit: CommitId
+    variant: str  # the channel's name (production), canary, or the revision served
+    label: str | None  # the expert that answered
+    probs: dict | None  # label -> router probability (None when the caller named the expert)
+    expert_commit: str | None
+    user: str | None
+    messages: list | None  # None when content capture was off
+    response: str | None
+    latency: dict  # stage -> seconds
+    score: float | None = None
+    feedback_label: str | None = None  # the expert that should have answered, if given
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """An export of traces, stored as a blob whose sha256 is `id`."""
+
+    id: str
+    format: str  # chat | router
+    records: int
+    size: int
+    filters: dict
+    created_at: str
+    created_by: str
+    path: str | None = None  # where the export was written, when this call wrote it

@@ -12,6 +12,7 @@ import click
 
 from mint import __version__
 from mint.cli import (
+    canary_cmds,
     channel_cmds,
     commit_cmds,
     contract_cmds,
@@ -22,6 +23,7 @@ from mint.cli import (
     runtime_cmds,
     set_cmds,
     tag_cmds,
+    traces_cmds,
 )
 from mint.cli._common import Context
 
@@ -49,8 +51,10 @@ for _group in (
     set_cmds,
     contract_cmds,
     channel_cmds,
+    canary_cmds,
     hub_cmds,
     runtime_cmds,
+    traces_cmds,
     registry_cmds,
     remote_cmds,
 ):

@@ -59,6 +59,10 @@ def _input_hints(e) -> dict:
         e.BaseFolderUnknown: "pass --base-dir DIR",
         e.BaseFolderMismatch: "pass the base the set was committed against (--base-dir DIR)",
         e.ForceNeedsReason: "pass --reason TEXT with --force",
+        e.CanaryOpen: "stop it first: `mint canary stop LINE@CHANNEL`",
+        e.NoCanary: "start one with `mint canary start LINE@CHANNEL CANDIDATE`",
+        e.TraceNotFound: "see `mint traces ls`; a trace is written a moment after its turn",
+        e.DatasetNotFound: "see `mint traces export`; give the full sha256",
     }
 
 
@@ -83,6 +87,8 @@ def _registry_hints(e) -> dict:
         e.Forbidden: "ask an admin for a token with that role, or for those lines",
         e.TokenExists: "choose another name; a revoked token's name stays taken",
         e.UnknownToken: "see `mint registry token ls`",
+        e.UnknownWebhook: "see `mint registry webhook ls`",
+        e.InvalidWebhookUrl: "give an http:// or https:// URL with a host",
         e.RegistryUnreachable: "check the URL, and that `mint registry serve` runs there",
         e.NotFastForward: "fetch, then push again (or --force, as a maintainer)",
         e.MissingObjects: "push what it refers to first (mint push sends it all in order)",

@@ -37,7 +37,8 @@ def _as_move(r) -> Move:
 def history(
     repo: Repo, ref: str, *, n: int | None = None, before: int | None = None
 ) -> list[Move]:
-    """Moves of LINE@CHANNEL, oldest first; history is never edited or deleted.
+    """Moves of LINE@CHANNEL, oldest first, with its canaries' starts and stops; history is
+    never edited or deleted.
 
     Every move by default. With N, only the newest N moves (a page); with BEFORE (an entry
     id), only moves older than that entry. The page before a page P is `before=P[0].id`.
@@ -48,7 +49,8 @@ def history(
     if not line or not channel:
         raise RevisionNotFound(ref, "expected LINE@CHANNEL")
     h = s.ref_history.c
-    where = (h.line == line, h.name == channel, h.kind == RefKind.CHANNEL)
+    # A canary's start and stop are part of the channel's story (they move no ref).
+    where = (h.line == line, h.name == channel, h.kind.in_([RefKind.CHANNEL, RefKind.CANARY]))
     with repo.db.read() as conn:
         q = sa.select(s.ref_history).where(*where)
         if before is not None:

@@ -136,6 +136,16 @@ class RefsContainer:
             old.line, old.name, old.kind, Action.DELETE, old.target, None, by, utcnow()
         )
 
+    def log_event(
+        self, line: str, name: str, kind: RefKind, action: Action, old, new, *, by: str, reason
+    ) -> int:
+        """Append a history row for something that happened to LINE@NAME without moving a
+        ref (a canary started or stopped). Returns the row's id."""
+        entry = self._log(line, name, kind, action, old, new, by, utcnow())
+        h = s.ref_history.c
+        self.conn.execute(s.ref_history.update().where(h.id == entry).values(reason=reason))
+        return entry
+
     # --- internals --------------------------------------------------------------
 
     def _target(self, line: str, name: str) -> str | None:

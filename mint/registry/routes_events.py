@@ -20,7 +20,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from mint import schema as s
-from mint.ids import RefKind
+from mint.ids import Action, RefKind
 from mint.registry.auth import Reader, RepoDep
 from mint.registry.schemas import ERROR_RESPONSES
 from mint.registry.tokens import Identity
@@ -48,6 +48,8 @@ def event_of(row) -> dict:
     data = {"line": row.line, "name": row.name, "from": row.old, "to": row.new}
     data |= {"action": row.action, "by": row.by}
     kind = TYPES.get(row.kind, "ref.moved")
+    if row.kind == RefKind.CANARY:
+        kind = "canary.started" if row.action == Action.CANARY_START else "canary.stopped"
     return {"id": row.id, "type": kind, "at": at, "data": data}
 
 
@@ -109,6 +111,7 @@ async def events(
     ] = False,
 ) -> StreamingResponse:
     """Ref moves as server-sent events: `channel.moved`, `tag.moved`, `line.pushed`,
+    `canary.started`, `canary.stopped`,
     resumed after `Last-Event-ID` (or `after`)."""
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(

@@ -1,0 +1,90 @@
+"""Commands of canaries: canary start|stop|status."""
+
+from __future__ import annotations
+
+import click
+
+from mint import api
+from mint.cli._common import current_user, json_option, with_repo
+from mint.cli._output import echo, emit_json, short, table
+
+
+@click.group()
+def canary() -> None:
+    """Serve a candidate set to a fraction of a channel's requests, and compare live scores."""
+
+
+def _shown(c) -> str:
+    where = f"{c.line}@{c.channel}"
+    state = f"{c.outcome} {c.stopped_at[:19]}" if c.stopped_at else "open"
+    return (
+        f"canary #{c.id} on {where}: {short(c.candidate)} at {c.fraction:g} beside "
+        f"{short(c.baseline)} ({state})"
+    )
+
+
+@canary.command("start")
+@click.argument("ref", metavar="SET_LINE@CHANNEL")
+@click.argument("candidate")
+@click.option(
+    "--fraction",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="Share of requests the candidate serves (between 0 and 1).",
+)
+@click.option("--reason", help="Why (recorded in history).")
+@json_option
+@with_repo
+def start(repo, ref, candidate, fraction, reason, as_json) -> None:
+    """Serve CANDIDATE to a fraction of SET_LINE@CHANNEL's requests beside its holder."""
+    c = api.canary_start(repo, ref, candidate, fraction, by=current_user(), reason=reason)
+    if as_json:
+        return emit_json(c)
+    echo(_shown(c))
+
+
+@canary.command("stop")
+@click.argument("ref", metavar="SET_LINE@CHANNEL")
+@click.option("--reason", help="Why (recorded in history).")
+@json_option
+@with_repo
+def stop(repo, ref, reason, as_json) -> None:
+    """Stop SET_LINE@CHANNEL's open canary: every request goes to the holder again."""
+    c = api.canary_stop(repo, ref, by=current_user(), reason=reason)
+    if as_json:
+        return emit_json(c)
+    echo(_shown(c))
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+@canary.command("status")
+@click.argument("ref", metavar="SET_LINE@CHANNEL")
+@json_option
+@with_repo
+def status(repo, ref, as_json) -> None:
+    """The open (else the latest) canary, and live feedback on each variant since it began:
+    traces, scored traces, mean score and its 95% interval (Wilson)."""
+    st = api.canary_status(repo, ref)
+    if as_json:
+        return emit_json(st)
+    echo(_shown(st.canary))
+    rows = [
+        [
+            v.variant,
+            short(v.commit),
+            str(v.traces),
+            str(v.scored),
+            _num(v.mean),
+            f"[{_num(v.low)}, {_num(v.high)}]",
+        ]
+        for v in (st.production, st.candidate)
+    ]
+    echo(table(rows, ["VARIANT", "SET", "TRACES", "SCORED", "MEAN", "95% CI"]))
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(canary)
