@@ -252,7 +252,7 @@ traces = sa.Table(
     sa.Column("at", TS, nullable=False, index=True),
     sa.Column("set_line", sa.String(100), nullable=False),
     sa.Column("set_commit", HEX, nullable=False, index=True),
-    sa.Column("variant", sa.String(16), nullable=False),  # production | canary (or the rev)
+    sa.Column("variant", sa.String(100), nullable=False),  # production | canary (or the rev)
     sa.Column("label", sa.String(100), nullable=True, index=True),  # the routed expert
     sa.Column("probs", sa.JSON, nullable=True),  # label -> router probability
     sa.Column("expert_commit", HEX, nullable=True),

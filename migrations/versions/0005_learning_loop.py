@@ -27,7 +27,7 @@ def upgrade() -> None:
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("set_line", sa.String(length=100), nullable=False),
         sa.Column("set_commit", sa.String(length=64), nullable=False),
-        sa.Column("variant", sa.String(length=16), nullable=False),
+        sa.Column("variant", sa.String(length=100), nullable=False),
         sa.Column("label", sa.String(length=100), nullable=True),
         sa.Column("probs", sa.JSON(), nullable=True),
         sa.Column("expert_commit", sa.String(length=64), nullable=True),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -47,6 +48,7 @@ from mint.objects import (
 from mint.refs import RefsContainer, check_name, check_text, find_line, resolve
 from mint.repo import Repo
 from mint.sets.layout import set_layout
+from mint.traces.export import known_dataset
 
 GC_RACE_ATTEMPTS = 3
 
@@ -228,9 +230,13 @@ def log(repo: Repo, rev: str | None = None, n: int | None = None) -> list[Commit
 
 
 def show(repo: Repo, rev: str) -> CommitDetail:
-    """Everything recorded for one commit."""
+    """Everything recorded for one commit, with the dataset its `data` meta names, if known."""
     with repo.db.read() as conn:
-        return rows.detail(conn, resolve(conn, rev).id)
+        detail = rows.detail(conn, resolve(conn, rev).id)
+        data = detail.meta.get("data")
+        if isinstance(data, str) and data:
+            detail = dataclasses.replace(detail, dataset=known_dataset(conn, data))
+        return detail
 
 
 def ls(repo: Repo, *, limit: int | None = None, after: str | None = None) -> list[LineInfo]:
