@@ -90,7 +90,11 @@ class ChunkObserver(Protocol):
 @runtime_checkable
 class ObjectStore(Protocol):
     """Content-addressed bytes. Every method that takes an id raises ValueError for a
-    string that is not one, and BlobMissing where a blob must exist and does not."""
+    string that is not one, and BlobMissing where a blob must exist and does not.
+
+    Optional, where a store has them: `presigned_url(blob_id, expires)` (a URL that reads
+    the blob without credentials: the registry redirects downloads to it) and
+    `delete_many(blob_ids)` (one request for many deletions: gc uses it)."""
 
     def put(
         self,

@@ -40,6 +40,15 @@ def registry() -> None:
     help="The Hub protocol's `main` revision is this channel's holder (default: the head).",
 )
 @click.option("--public-read", is_flag=True, help="The Hub protocol's reads need no token.")
+@click.option(
+    "--presign-threshold",
+    type=click.IntRange(0),
+    default=1 << 20,
+    show_default=True,
+    help="On an S3 store, downloads of files of this many bytes or more are redirected to "
+    "presigned S3 URLs.",
+)
+@click.option("--no-presign", is_flag=True, help="Never redirect downloads to S3.")
 @click.pass_obj
 def serve(
     ctx,
@@ -49,6 +58,8 @@ def serve(
     max_blob: int | None,
     hf_main: str | None,
     public_read: bool,
+    presign_threshold: int,
+    no_presign: bool,
 ) -> None:
     """Serve the repository's HTTP API (/api/v1/, /openapi.json) and the Hugging Face Hub's
     download protocol (HF_ENDPOINT=URL: lines are repos, channels and tags revisions) until
@@ -63,7 +74,9 @@ def serve(
     limits = replace(limits, body=max_body or limits.body, blob=max_blob or limits.blob)
     if hf_main is not None:
         check_name("channel", hf_main)
-    run(_local_repo(ctx), host, port, limits, hf_main=hf_main, public_read=public_read)
+    presign = None if no_presign else presign_threshold
+    hub = {"hf_main": hf_main, "public_read": public_read, "presign_threshold": presign}
+    run(_local_repo(ctx), host, port, limits, **hub)
 
 
 @registry.group()

@@ -24,11 +24,16 @@ from mint.repo import Repo
 
 
 def create_app(
-    repo: Repo, limits: Limits | None = None, hf_main: str | None = None, public_read=False
+    repo: Repo,
+    limits: Limits | None = None,
+    hf_main: str | None = None,
+    public_read=False,
+    presign_threshold: int | None = routes_blobs.PRESIGN_THRESHOLD,
 ) -> FastAPI:
     """The application serving REPO under /api/v1/, described at /openapi.json, and the Hub's
     download protocol (`routes_hub`): `main` is HF_MAIN's holder when given, else the head;
-    PUBLIC_READ opens the Hub's reads to requests without a token."""
+    PUBLIC_READ opens the Hub's reads to requests without a token. Downloads of blobs of
+    PRESIGN_THRESHOLD bytes or more redirect to the store's presigned URLs (S3; None: never)."""
     app = FastAPI(
         title="mint registry",
         version=__version__,
@@ -39,6 +44,7 @@ def create_app(
     )
     app.state.repo = repo
     app.state.limits = limits or Limits()
+    app.state.presign_threshold = presign_threshold
     for module in (routes_read, routes_write, routes_blobs, routes_transfer, routes_events):
         app.include_router(module.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])

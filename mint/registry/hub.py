@@ -89,14 +89,24 @@ def snapshot(repo: Repo, line: str, rev: str, hf_main: str | None) -> Snapshot:
         cid = revision_of(conn, line, rev, hf_main)
         created = rows.commit_row(conn, cid).created_at
         items = checkout_items(conn, cid)
+        sizes = _sizes(conn, {item for _, item in items if isinstance(item, str)})
     files = {}
     for path, item in items:
         if isinstance(item, bytes):
             digest = hashlib.sha256(item).hexdigest()
             files[path] = HubFile(path, len(item), digest, None, item)
         else:
-            files[path] = HubFile(path, repo.store.size(item), item, item)
+            size = sizes[item] if item in sizes else repo.store.size(item)
+            files[path] = HubFile(path, size, item, item)
     return Snapshot(line, cid, hub_time(created), dict(sorted(files.items())))
+
+
+def _sizes(conn, blobs: set[str]) -> dict[str, int]:
+    """Each blob's size as the commits that hold it recorded it (no request to the store)."""
+    if not blobs:
+        return {}
+    q = sa.select(s.files.c.blob_id, s.files.c.size).where(s.files.c.blob_id.in_(sorted(blobs)))
+    return {r.blob_id: r.size for r in conn.execute(q.distinct())}
 
 
 def hub_time(value) -> str:

@@ -1,12 +1,17 @@
 """Blobs: which are missing, upload (streamed, checked against the id), download (verified
-while sent; a `Range` is honoured, and checked by the client against the whole blob's id)."""
+while sent; a `Range` is honoured, and checked by the client against the whole blob's id).
+
+A store that can presign (S3) serves large blobs itself: the download of a blob of at least
+the server's presign threshold is answered with a 302 to a presigned URL, so the bytes go from
+the bucket to the client; the client hashes them, as it does the registry's own answers.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
-from fastapi.responses import FileResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from mint.registry.auth import Reader, RepoDep, Writer, check_blob
@@ -19,7 +24,24 @@ router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["blobs"])
 
 BlobPath = Annotated[str, Path(pattern=HEX64, description="the blob's sha256 (hex)")]
 OCTETS = "application/octet-stream"
+PRESIGN_THRESHOLD = 1 << 20  # bytes: smaller blobs are sent by the registry itself
+PRESIGN_SECONDS = 300  # how long a presigned URL lets its holder start a download
 _BINARY = {"content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}}}
+
+
+def presigned(request: Request, blob_id: str, size: int) -> str | None:
+    """Where to redirect a download of the blob: a presigned URL when the store makes them
+    and SIZE reaches the server's threshold (None: no threshold), else None."""
+    threshold = getattr(request.app.state, "presign_threshold", PRESIGN_THRESHOLD)
+    make = getattr(request.app.state.repo.store, "presigned_url", None)
+    if make is None or threshold is None or size < threshold:
+        return None
+    return make(blob_id, PRESIGN_SECONDS)
+
+
+def redirect(url: str, headers: dict | None = None) -> Response:
+    """A 302 to URL (a presigned URL on another host: clients drop their token there)."""
+    return RedirectResponse(url, status_code=302, headers=headers)
 
 
 @router.post("/blobs/missing", response_model=MissingBlobs)
@@ -35,11 +57,15 @@ def missing(repo: RepoDep, who: Writer, body: MissingBody) -> MintJSON:
     responses={
         200: {**_BINARY, "description": "the bytes"},
         206: {**_BINARY, "description": "a range"},
+        302: {"description": "a large blob: a presigned URL of the store (S3) to GET it from"},
     },
 )
 def download(repo: RepoDep, who: Reader, blob_id: BlobPath, request: Request) -> Response:
     check_blob(repo, who, blob_id)
     size = repo.store.size(blob_id)
+    url = presigned(request, blob_id, size)
+    if url is not None:
+        return redirect(url)
     if "range" in request.headers:
         return FileResponse(repo.store.local_path(blob_id), media_type=OCTETS)
     headers = {"Content-Length": str(size), "Accept-Ranges": "bytes"}

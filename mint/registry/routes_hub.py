@@ -25,6 +25,7 @@ from mint.registry.hub import (
     snapshot,
     tree_items,
 )
+from mint.registry.routes_blobs import presigned, redirect
 from mint.registry.tokens import Access, authenticate
 from mint.registry.upload import verified_chunks
 
@@ -113,7 +114,7 @@ def resolve_two(request: Request) -> Response:
 
 def _resolve(request: Request, parts: list[str], n: int) -> Response:
     """HEAD or GET one file of a revision: its metadata, and on GET its bytes (a `Range` gets
-    206)."""
+    206), or a 302 to a presigned URL for a large file of a store that makes them."""
     line, rest = "/".join(parts[:n]), parts[n + 1 :]
     _reader(request, line)
     if len(rest) < 2:
@@ -132,8 +133,11 @@ def _resolve(request: Request, parts: list[str], n: int) -> Response:
         "Content-Disposition": f"inline; filename*=UTF-8''{quote(path.rsplit('/', 1)[-1])}",
     }
     span = _range(request.headers.get("range"), f.size)
-    if request.method == "HEAD":
+    if request.method == "HEAD":  # never a redirect: the client reads these headers here
         return Response(headers={**headers, "Content-Length": str(f.size)}, media_type=OCTETS)
+    url = presigned(request, f.blob, f.size) if f.blob is not None else None
+    if url is not None:  # the client follows it, without its token, and asks S3 for the range
+        return redirect(url, {k: v for k, v in headers.items() if k.startswith(("X-", "ETag"))})
     if span is None:
         headers["Content-Length"] = str(f.size)
         return StreamingResponse(_whole(request, f), media_type=OCTETS, headers=headers)
