@@ -9,7 +9,7 @@ Repository     init, open_repo, db_upgrade, fsck, gc
 Bases          base_add, base_ls
 Commits        commit, resolve, log, show, ls, diff, checkout, adapter_config
 Tags           tag, tag_list, tag_delete
-Sets           set_commit, set_spec
+Sets           set_commit, set_spec, set_derive, candidates
 Contracts      contract_add, contract_show, contract_ls
 Evaluations    evaluate, record_evaluation, evaluation_checks, evaluations_of
 Channels       gate, promote, approve, rollback, history, status
@@ -63,6 +63,8 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "tag_delete": ("mint.refs.tags", "tag_delete", _ANY),
     "set_commit": ("mint.sets.operations", "set_commit", _ANY),
     "set_spec": ("mint.sets.operations", "set_spec", _ANY),
+    "set_derive": ("mint.sets.candidates", "set_derive", _LOCAL),
+    "candidates": ("mint.sets.candidates", "candidates", _LOCAL),
     "contract_add": ("mint.gates.contracts", "contract_add", _ANY),
     "contract_show": ("mint.gates.contracts", "contract_show", _ANY),
     "contract_ls": ("mint.gates.contracts", "contract_ls", _ANY),
@@ -117,6 +119,7 @@ __all__ = [
     "canary_start",
     "canary_status",
     "canary_stop",
+    "candidates",
     "checkout",
     "clone",
     "commit",
@@ -153,6 +156,7 @@ __all__ = [
     "resolve",
     "rollback",
     "set_commit",
+    "set_derive",
     "set_spec",
     "show",
     "status",
@@ -238,6 +242,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
     from mint.remote.transfer_client import clone, fetch, push
     from mint.repo import db_upgrade, init, open_repo
+    from mint.sets.candidates import candidates, set_derive
     from mint.sets.operations import set_commit, set_spec
     from mint.traces.export import dataset_show, traces_export
     from mint.traces.records import record_feedback, traces_ls, write_traces

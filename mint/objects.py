@@ -372,3 +372,22 @@ class Dataset:
     created_at: str
     created_by: str
     path: str | None = None  # where the export was written, when this call wrote it
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration one step from a channel's holder: the holder with the newest commit
+    of one member line (or of several) swapped in. Members are keyed by label: `router`,
+    `summary`, or an expert's label."""
+
+    description: str
+    holder: CommitId  # the set commit it derives from
+    members: dict[str, str]  # label -> adapter commit
+    changed: list[str]  # the labels whose member differs from the holder's
+    lines: list[str]  # the member lines whose heads were swapped in
+    existing: CommitId | None  # a set commit of the line with exactly these members, if any
+
+    @property
+    def uses(self) -> dict[str, str]:
+        """What `set derive` takes to build it: label -> commit, for the changed labels."""
+        return {label: self.members[label] for label in self.changed}

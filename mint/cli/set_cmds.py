@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from mint import api
-from mint.cli._common import current_user, json_option, with_repo
+from mint.cli._common import current_user, json_option, parse_pairs, with_repo
 from mint.cli._output import echo, emit_json, short
 
 
@@ -27,6 +27,30 @@ def set_commit(repo, file, message, as_json) -> None:
     if r.created:
         return echo(r.id)
     echo(f"nothing to commit: {file} pins the same members as {r.line} ({short(r.id)})")
+
+
+@set_group.command("derive")
+@click.argument("rev", metavar="SET_REV")
+@click.option(
+    "--use",
+    "uses",
+    multiple=True,
+    required=True,
+    metavar="LABEL=REV",
+    help="Replace a member: LABEL is router, summary or an expert's label.",
+)
+@click.option("-m", "--message", help="What this version of the set is.")
+@json_option
+@with_repo
+def set_derive(repo, rev, uses, message, as_json) -> None:
+    """Commit SET_REV's set with some members replaced, on its line (no mol.toml needed)."""
+    pairs = parse_pairs(uses, "--use")
+    r = api.set_derive(repo, rev, pairs, message=message, author=current_user())
+    if as_json:
+        return emit_json(r)
+    if r.created:
+        return echo(r.id)
+    echo(f"nothing to commit: {r.line} already has that set ({short(r.id)})")
 
 
 def register(cli: click.Group) -> None:

@@ -33,7 +33,7 @@ def set_commit(
     prompts = {p: read_prompt(mol.folder, p) for p in (mol.route_prompt, mol.summary_prompt)}
     with repo.db.read() as conn:
         base = get_base(conn, mol.base)
-        members = [_member(conn, role, label, ref, base) for role, label, ref in roles(mol)]
+        members = [pin_member(conn, role, label, ref, base) for role, label, ref in roles(mol)]
         head, head_tree = line_head(conn, mol.name, Kind.SET)
     now = utcnow()
     new = rows.NewCommit(
@@ -91,7 +91,8 @@ def read_prompt(folder: Path, rel: str) -> bytes:
     return data
 
 
-def _member(conn, role: Role, label: str, ref: str, base) -> Member:
+def pin_member(conn, role: Role, label: str, ref: str, base) -> Member:
+    """ROLE LABEL = REF resolved to an adapter commit on the set's BASE."""
     cid = resolve(conn, ref).id
     row = rows.commit_row(conn, cid)
     if row.kind != Kind.ADAPTER:
