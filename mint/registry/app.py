@@ -18,6 +18,7 @@ from mint.registry import (
     routes_read,
     routes_transfer,
     routes_write,
+    web,
 )
 from mint.registry.limits import BodyLimit, Limits
 from mint.repo import Repo
@@ -50,6 +51,7 @@ def create_app(
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])
     failures.install(app)
     routes_hub.install(app, hf_main, public_read)
+    web.install(app)  # the pages at / (docs/web.md), outside /openapi.json
     app.add_middleware(BodyLimit, limits=app.state.limits)
     return app
 

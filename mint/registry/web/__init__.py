@@ -1,0 +1,17 @@
+"""The registry's web pages, served at `/` by `mint registry serve`: server-rendered HTML
+(Jinja2, autoescaped) over the same `mint.api` calls as the JSON API, with no JavaScript.
+See docs/web.md."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+
+def install(app: FastAPI) -> None:
+    """Add the pages (kept out of `/openapi.json`) and the JSON route they need beyond the
+    API's own (`GET /api/v1/approvals`)."""
+    from mint.registry.web import actions, approvals, pages
+
+    app.include_router(approvals.router)
+    app.include_router(pages.router)
+    app.include_router(actions.router)

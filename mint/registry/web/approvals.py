@@ -1,0 +1,71 @@
+"""Pending approvals of a channel: approvals recorded for commits of the line that do not
+hold the channel now. The channel page shows them; `GET /api/v1/approvals` answers the same
+as JSON, so nothing is only on the page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Query
+
+from mint import schema as s
+from mint.errors import RevisionNotFound
+from mint.gates.checks import channel_holder
+from mint.ids import CommitId, iso
+from mint.registry.auth import Reader, RepoDep, check_line
+from mint.registry.models import Rev
+from mint.registry.render import MintJSON, answer
+from mint.registry.schemas import ERROR_RESPONSES, list_of
+from mint.repo import Repo
+
+router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["reads"])
+LIMIT = 100
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """An approval of a commit for a channel that the commit does not hold (yet)."""
+
+    commit_id: CommitId
+    line: str
+    channel: str
+    by: str
+    at: str
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    line, _, channel = ref.partition("@")
+    if not line or not channel or "@" in channel:
+        raise RevisionNotFound(ref, "expected LINE@CHANNEL")
+    return line, channel
+
+
+def pending_approvals(repo: Repo, ref: str, limit: int = LIMIT) -> list[PendingApproval]:
+    """Approvals for LINE@CHANNEL of commits other than its holder, newest first."""
+    line, channel = split_ref(ref)
+    a, c = s.approvals.c, s.commits.c
+    with repo.db.read() as conn:
+        holder = channel_holder(conn, line, channel)
+        q = (
+            sa.select(a.commit_id, a.by, a.at)
+            .join(s.commits, c.id == a.commit_id)
+            .where(c.line == line, a.channel == channel)
+        )
+        if holder is not None:
+            q = q.where(a.commit_id != holder)
+        found = conn.execute(q.order_by(a.id.desc()).limit(limit)).all()
+    return [PendingApproval(CommitId(r.commit_id), line, channel, r.by, iso(r.at)) for r in found]
+
+
+@router.get("/approvals", response_model=list_of(PendingApproval))
+def approvals(
+    repo: RepoDep,
+    who: Reader,
+    ref: Annotated[Rev, Query(description="LINE@CHANNEL")],
+    limit: Annotated[int, Query(ge=1, le=1000, description="at most this many")] = LIMIT,
+) -> MintJSON:
+    line, _ = split_ref(ref)
+    check_line(who, line)
+    return answer(pending_approvals(repo, ref, limit))

@@ -1,0 +1,169 @@
+"""What each page shows, gathered with the same `mint.api` calls the JSON API makes (and the
+same token checks): one function per page, returning the template's context."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from mint import api
+from mint.errors import RevisionNotFound
+from mint.ids import Kind, RefKind
+from mint.objects import CommitDetail, Evaluation
+from mint.registry.auth import check_line, check_rev, visible
+from mint.registry.tokens import Identity
+from mint.registry.web import evidence, lineage
+from mint.registry.web.approvals import pending_approvals, split_ref
+from mint.repo import Repo
+
+PAGE = 50  # commits on a page of a line
+MOVES = 20  # moves on a page of a channel
+SORTS = {"name", "delta", "-delta"}
+
+
+def lines_page(repo: Repo, who: Identity, q: str) -> dict:
+    """Every line the token may read, filtered by Q (a part of the name), with its kind, head,
+    tags and channel holders."""
+    found = visible(who, api.ls(repo), lambda i: i.name)
+    if q:
+        found = [i for i in found if q.casefold() in i.name.casefold()]
+    names = {i.name for i in found}
+    channels = {s.name: s.channels for s in api.status(repo) if s.name in names}
+    tags: dict[str, list[str]] = defaultdict(list)
+    for t in api.tag_list(repo):
+        if t.line in names:
+            tags[t.line].append(t.name)
+    rows = [
+        {"line": i, "tags": tags.get(i.name, []), "channels": channels.get(i.name, {})}
+        for i in found
+    ]
+    return {"rows": rows, "q": q}
+
+
+def _badges(repo: Repo, line: str) -> tuple[dict, dict]:
+    """Commit id -> tag names, and commit id -> channel names, on LINE."""
+    tags: dict[str, list[str]] = defaultdict(list)
+    channels: dict[str, list[str]] = defaultdict(list)
+    for t in api.tag_list(repo, line):
+        tags[t.target].append(t.name)
+    for c in api.tag_list(repo, line, RefKind.CHANNEL):
+        channels[c.target].append(c.name)
+    return tags, channels
+
+
+def line_page(repo: Repo, who: Identity, line: str, after: str | None) -> dict:
+    """One page of LINE's commits newest first, from its head or from the commit AFTER (the
+    first of the page: keyset paging, one walk of at most PAGE + 1 commits)."""
+    check_line(who, line)
+    info = next((i for i in api.ls(repo) if i.name == line), None)
+    if info is None:
+        raise RevisionNotFound(line, "no such line")
+    commits = api.log(repo, after or line, PAGE + 1) if info.head else []
+    if commits and commits[0].line != line:
+        raise RevisionNotFound(after or line, f"not a commit of line {line}")
+    more = commits[PAGE].id if len(commits) > PAGE else None
+    commits = commits[:PAGE]
+    tags, channels = _badges(repo, line)
+    return {
+        "line": info,
+        "commits": commits,
+        "next": more,
+        "first": after is None,
+        "tags": tags,
+        "channels": channels,
+        "graph": lineage.layout(commits),
+    }
+
+
+def commit_page(repo: Repo, who: Identity, rev: str) -> dict:
+    """Everything recorded for one commit, its evaluations, and where its channels stand."""
+    check_rev(repo, who, rev)
+    detail = api.show(repo, rev)
+    check_line(who, detail.line)
+    evals = api.evaluations_of(repo, detail.id)
+    held = [
+        c.name for c in api.tag_list(repo, detail.line, RefKind.CHANNEL) if c.target == detail.id
+    ]
+    return {
+        "c": detail,
+        "evaluations": [api.evaluation_checks(repo, e) for e in evals],
+        "held": held,
+        "set": _set_view(repo, detail) if detail.kind == Kind.SET else None,
+        "dataset": _dataset(detail.meta),
+    }
+
+
+def _dataset(meta: dict) -> str | None:
+    """The trace export the training metadata names (`data=`), if any."""
+    value = meta.get("data") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _set_view(repo: Repo, detail: CommitDetail) -> dict:
+    """A set's router, labels, experts and prompts (the prompts' text from the store)."""
+    cfg = detail.config or {}
+    router, summary = cfg.get("router", {}), cfg.get("summary", {})
+    prompts = {}
+    for path in (router.get("prompt"), summary.get("prompt")):
+        if path in detail.files:
+            prompts[path] = _text(repo, detail.files[path].sha256)
+    return {
+        "protocol": cfg.get("protocol"),
+        "router": router.get("adapter"),
+        "labels": router.get("labels", []),
+        "default": router.get("default"),
+        "experts": cfg.get("experts", {}),
+        "summary": summary.get("adapter"),
+        "prompts": prompts,
+    }
+
+
+def _text(repo: Repo, blob: str, limit: int = 16_384) -> str:
+    with repo.store.open(blob) as f:
+        data = f.read(limit + 1)
+    text = data[:limit].decode("utf-8", errors="replace")
+    return text + ("\n…" if len(data) > limit else "")
+
+
+def diff_page(repo: Repo, who: Identity, a: str, b: str, sort: str) -> dict:
+    """What changed from A to B; changed tensors sorted by name or by relative delta."""
+    check_rev(repo, who, a)
+    check_rev(repo, who, b)
+    d = api.diff(repo, a, b)
+    changed = list(d.tensors.changed)
+    if sort in ("delta", "-delta"):
+        changed.sort(key=lambda t: (t.rel_delta is None, t.rel_delta or 0.0, t.name))
+        if sort == "-delta":
+            changed.reverse()
+    return {
+        "d": d,
+        "changed": changed,
+        "sort": sort if sort in SORTS else "name",
+        "ra": a,
+        "rb": b,
+    }
+
+
+def channel_page(repo: Repo, who: Identity, ref: str, before: int | None) -> dict:
+    """LINE@CHANNEL: its holder, a page of its moves newest first with the evidence of each,
+    the pending approvals, and the gate for the line's head when it does not hold it."""
+    line, channel = split_ref(ref)
+    check_line(who, line)
+    moves = list(reversed(api.history(repo, ref, n=MOVES, before=before)))
+    holder = next(
+        (c.target for c in api.tag_list(repo, line, RefKind.CHANNEL) if c.name == channel), None
+    )
+    head = api.resolve(repo, line)
+    gate = api.gate(repo, head, channel) if head != holder else None
+    cache: dict[str, list[Evaluation]] = {}
+    return {
+        "line": line,
+        "channel": channel,
+        "ref": ref,
+        "holder": holder,
+        "head": head,
+        "gate": gate,
+        "moves": [(m, evidence.of_move(repo, m, cache)) for m in moves],
+        "older": moves[-1].id if len(moves) == MOVES else None,
+        "first": before is None,
+        "pending": pending_approvals(repo, ref, 20),
+    }
