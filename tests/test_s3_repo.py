@@ -124,3 +124,64 @@ def test_the_cli_does_not_load_boto3_until_a_store_needs_it():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+class Calls:
+    """How many requests of each kind a store's boto3 client sent (botocore's own events)."""
+
+    def __init__(self, store):
+        self.counts: dict[str, int] = {}
+        store.client.meta.events.register("before-call.s3", self._seen)
+
+    def _seen(self, model, **_):
+        self.counts[model.name] = self.counts.get(model.name, 0) + 1
+
+    def take(self) -> dict[str, int]:
+        counts, self.counts = self.counts, {}
+        return counts
+
+
+def test_gc_on_s3_plans_from_listings_and_deletes_in_batches(s3repo, moto, models, monkeypatch):
+    from mint import maintenance
+
+    assert s3repo("commit", "chat", models["a1"], "-m", "a").code == 0
+    repo = api.open_repo(s3repo.root)
+    try:
+        orphans = sorted(repo.store.put_bytes(f"orphan {n}".encode()).id for n in range(25))
+        calls = Calls(repo.store)
+        plan, cutoff = maintenance.plan_gc(repo, grace_seconds=0)
+        assert plan.blobs == orphans and plan.bytes == sum(len(f"orphan {n}") for n in range(25))
+        planned = calls.take()
+        assert planned.get("ListObjectsV2", 0) >= 1 and "HeadObject" not in planned, planned
+        monkeypatch.setattr(maintenance, "BATCH", 10)
+        done = maintenance.execute_gc(repo, plan, cutoff)
+        assert done.executed and done.blobs == orphans and done.bytes == plan.bytes
+        assert calls.take()["DeleteObjects"] == 3  # 25 keys in batches of 10
+        stored = keys(moto, s3repo.bucket)
+        assert not any(f"team/blobs/{b[:2]}/{b[2:]}" in stored for b in orphans)
+        assert maintenance.fsck(repo).ok
+    finally:
+        repo.close()
+
+
+def test_gc_on_s3_keeps_blobs_that_became_live_or_young_after_the_plan(s3repo, models):
+    from mint import maintenance
+
+    assert s3repo("base", "ls").code == 0
+    repo = api.open_repo(s3repo.root)
+    try:
+        reused = {repo.store.put(p).id for p in models["a2"].iterdir()}  # a crashed commit's
+        touched = repo.store.put_bytes(b"about to be referred to again").id
+        dead = repo.store.put_bytes(b"nobody wants me").id
+        plan, cutoff = maintenance.plan_gc(repo, grace_seconds=0)
+        assert set(plan.blobs) == reused | {touched, dead}
+        api.commit(repo, "y", models["a2"], "reuses the orphans", author="t")
+        repo.store.touch(touched)  # its new mtime is later than the plan's cutoff
+        done = maintenance.execute_gc(repo, plan, cutoff)
+        assert done.blobs == [dead]
+        assert repo.store.missing(reused | {touched, dead}) == [dead]
+        for f in api.show(repo, "y").files.values():
+            repo.store.verify(f.sha256)
+        assert maintenance.fsck(repo).ok
+    finally:
+        repo.close()
