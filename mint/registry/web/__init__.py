@@ -9,9 +9,12 @@ from fastapi import FastAPI
 
 def install(app: FastAPI) -> None:
     """Add the pages (kept out of `/openapi.json`) and the JSON route they need beyond the
-    API's own (`GET /api/v1/approvals`)."""
-    from mint.registry.web import actions, approvals, pages
+    API's own (`GET /api/v1/approvals`, and `GET /api/v1/datasets/{id}` unless the
+    application has it already)."""
+    from mint.registry.web import actions, approvals, datasets, pages
 
     app.include_router(approvals.router)
+    if not any(getattr(r, "path", "") == "/api/v1/datasets/{dataset_id}" for r in app.routes):
+        app.include_router(datasets.router)
     app.include_router(pages.router)
     app.include_router(actions.router)

@@ -88,14 +88,7 @@ def commit_page(repo: Repo, who: Identity, rev: str) -> dict:
         "evaluations": [api.evaluation_checks(repo, e) for e in evals],
         "held": held,
         "set": _set_view(repo, detail) if detail.kind == Kind.SET else None,
-        "dataset": _dataset(detail.meta),
     }
-
-
-def _dataset(meta: dict) -> str | None:
-    """The trace export the training metadata names (`data=`), if any."""
-    value = meta.get("data") if isinstance(meta, dict) else None
-    return value if isinstance(value, str) and value else None
 
 
 def _set_view(repo: Repo, detail: CommitDetail) -> dict:

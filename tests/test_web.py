@@ -1,0 +1,455 @@
+"""The registry's web pages in a real browser: Debian's Chromium driven by Selenium against a
+real `mint registry serve` process, on SQLite and on PostgreSQL.
+
+The module prepares a registry (adapter lines, a set, a tag, contracts, evaluations, a
+channel with promotions and a rollback), opens every page and reads what it shows, signs in
+as a maintainer and acts through the forms, and checks the results through the JSON API.
+A screenshot of each page is saved under the module's temporary folder (`screens/`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mint import api
+
+from pgdb import pg_database
+from registry import Registry, create_token, start_registry
+
+pytestmark = pytest.mark.xdist_group("web")
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+SCRIPT_MESSAGE = 'first <script>alert("x")</script> & <b>bold</b>'
+PRODUCTION = """
+name = "production"
+channel = "production"
+[[metric]]
+name = "accuracy"
+min = 0.5
+"""
+RELEASE = """
+name = "release"
+channel = "release"
+approvals = 1
+[[metric]]
+name = "accuracy"
+min = 0.5
+"""
+MOL = """
+name = "macaron"
+protocol = "mol/1"
+base = "tiny-llama"
+[router]
+adapter = "router@v1"
+labels = ["chat", "coding"]
+prompt = "route.md"
+default = "chat"
+[experts]
+chat = "chat@production"
+coding = "coding"
+[summary]
+adapter = "chat"
+prompt = "summary.md"
+"""
+
+
+@dataclass
+class Site:
+    server: Registry
+    tokens: dict[str, str]
+    ids: dict[str, str]
+    screens: Path
+    browser: object = None
+    clients: dict = field(default_factory=dict)
+
+    def api(self, who: str = "maint") -> httpx.Client:
+        """The JSON API as token WHO."""
+        if who not in self.clients:
+            self.clients[who] = self.server.client(self.tokens[who])
+        return self.clients[who]
+
+    def open(self, path: str):
+        self.browser.get(self.server.url + path)
+        return self.browser
+
+    def shot(self, name: str) -> None:
+        self.browser.save_screenshot(str(self.screens / f"{name}.png"))
+
+    def sign_in(self, who: str) -> None:
+        """Sign out (forget the cookie), then sign in through the form as token WHO."""
+        b = self.browser
+        b.delete_all_cookies()
+        self.open("/signin")
+        b.find_element("id", "token").send_keys(self.tokens[who])
+        b.find_element("id", "signin").click()
+        wait_for(b, lambda: b.find_element("id", "who").text.startswith(who))
+
+
+def wait_for(browser, condition, timeout: float = 20.0):
+    """Wait until CONDITION() is truthy (exceptions count as not yet), with a deadline."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def check(_):
+        try:
+            return condition()
+        except (WebDriverException, LookupError, AssertionError):
+            return False
+
+    return WebDriverWait(browser, timeout).until(check)
+
+
+def variant(adapter: Path, dest: Path, tag: str) -> Path:
+    """A copy of ADAPTER whose config differs, so that its commit is a new one."""
+    shutil.copytree(adapter, dest)
+    config = json.loads((dest / "adapter_config.json").read_text())
+    config["revision"] = tag
+    (dest / "adapter_config.json").write_text(json.dumps(config))
+    return dest
+
+
+def prepare(repo, models, folder: Path) -> dict[str, str]:
+    """Lines chat (three commits), coding, router and the set macaron; chat@v1; contracts;
+    evaluations; chat@production promoted twice and rolled back once."""
+    api.base_add(repo, "tiny-llama", models["base"])
+    meta = {"data": "0123456789abcdef", "lr": 0.001, "steps": 40}
+    ids = {"c1": api.commit(repo, "chat", models["a1"], SCRIPT_MESSAGE, author="alice", meta=meta)}
+    ids["c2"] = api.commit(repo, "chat", models["a2"], "second", author="bob")
+    ids["c3"] = api.commit(
+        repo, "chat", variant(models["a2"], folder / "v3", "r3"), "third", author="carol"
+    )
+    ids["coding"] = api.commit(repo, "coding", models["a3"], "coder", author="bob")
+    ids["router"] = api.commit(repo, "router", models["a1"], "router", author="alice")
+    ids = {k: v.id for k, v in ids.items()}
+    api.tag(repo, "chat@v1", ids["c1"], by="alice", message="the first")
+    api.tag(repo, "router@v1", ids["router"], by="alice")
+    for name, text in (("production", PRODUCTION), ("release", RELEASE)):
+        (folder / f"{name}.toml").write_text(text)
+        api.contract_add(repo, folder / f"{name}.toml", by="admin")
+    for key, accuracy in (("c1", 0.71), ("c2", 0.83), ("c3", 0.9)):
+        api.record_evaluation(
+            repo, ids[key], "production", {"accuracy": accuracy}, source="manual", by="evaluator"
+        )
+    api.record_evaluation(
+        repo, ids["c2"], "release", {"accuracy": 0.8}, source="manual", by="evaluator"
+    )
+    api.promote(repo, ids["c1"], "production", by="alice")
+    api.promote(repo, ids["c2"], "production", by="alice", reason="better accuracy")
+    api.rollback(repo, "chat@production", by="bob", reason="complaints about tone")
+    mol = folder / "macaron"
+    mol.mkdir()
+    (mol / "mol.toml").write_text(MOL)
+    (mol / "route.md").write_text("Route the request to one expert.\n")
+    (mol / "summary.md").write_text("Summarise the turn.\n")
+    ids["set"] = api.set_commit(repo, mol / "mol.toml", "the set", author="alice").id
+    return ids
+
+
+def chromium(profile: Path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM  # Debian's Chromium: nothing downloads a browser
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1300",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def site(request, tmp_path_factory, models):
+    with contextlib.ExitStack() as stack:
+        url = None if request.param == "sqlite" else stack.enter_context(pg_database())
+        folder = tmp_path_factory.mktemp(f"web-{request.param}")
+        repo, _ = api.init(folder / "repo", url)
+        stack.callback(repo.close)
+        ids = prepare(repo, models, folder)
+        tokens = {
+            n: create_token(repo.root, n, role)
+            for n, role in (("maint", "maintainer"), ("reader", "reader"))
+        }
+        server = start_registry(repo.root)
+        stack.callback(server.stop)
+        screens = folder / "screens"
+        screens.mkdir()
+        s = Site(server, tokens, ids, screens)
+        stack.callback(lambda: [c.close() for c in s.clients.values()])
+        profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=folder))
+        s.browser = chromium(profile)
+        stack.callback(s.browser.quit)
+        yield s
+
+
+def texts(browser, css: str) -> list[str]:
+    return [e.text for e in browser.find_elements("css selector", css)]
+
+
+def holder(site: Site, ref: str = "chat@production") -> dict:
+    return site.api().get("/api/v1/history", params={"ref": ref}).json()[-1]
+
+
+# --- pages ------------------------------------------------------------------------------
+
+
+def test_a_page_needs_a_session_and_sign_in_refuses_a_wrong_token(site):
+    b = site.browser
+    b.delete_all_cookies()
+    site.open("/line/chat")
+    assert "/signin" in b.current_url
+    b.find_element("id", "token").send_keys("mint_not-a-token")
+    b.find_element("id", "signin").click()
+    assert "unknown or revoked" in b.find_element("id", "error").text
+    b.find_element("id", "token").send_keys(site.tokens["maint"])
+    b.find_element("id", "signin").click()
+    wait_for(b, lambda: b.find_element("id", "who").text.startswith("maint"))
+    cookie = b.get_cookie("mint_session")
+    assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+    assert cookie["value"] == site.tokens["maint"]
+
+
+def test_lines_page_shows_kinds_heads_tags_holders_and_filters_without_script(site):
+    site.sign_in("maint")
+    b = site.open("/")
+    rows = {
+        r.get_attribute("data-line"): r for r in b.find_elements("css selector", "#lines tbody tr")
+    }
+    assert sorted(rows) == ["chat", "coding", "macaron", "router"]
+    chat = rows["chat"].text
+    assert site.ids["c3"][:12] in chat and "v1" in chat and "production" in chat
+    assert site.ids["c1"][:12] in chat  # the holder after the rollback
+    assert "SET" in rows["macaron"].text.upper()
+    site.shot("lines")
+    b.find_element("id", "q").send_keys("cod")
+    b.find_element("id", "filter").click()
+    wait_for(b, lambda: "q=cod" in b.current_url)
+    assert texts(b, "#lines tbody td.name") == ["coding"]
+
+
+def test_line_page_lists_commits_newest_first_with_badges_and_lineage(site):
+    site.sign_in("maint")
+    b = site.open("/line/chat")
+    ids = site.ids
+    rows = b.find_elements("css selector", "#log tbody tr")
+    assert [r.get_attribute("data-commit") for r in rows] == [ids["c3"], ids["c2"], ids["c1"]]
+    assert texts(b, "#log td.author") == ["carol", "bob", "alice"]
+    assert "v1" in rows[2].text and "production" in rows[2].text
+    assert "production" not in rows[0].text
+    # The message is text, escaped: no script element, no <b> element, the characters shown.
+    assert texts(b, "#log td.message")[2] == SCRIPT_MESSAGE
+    assert b.find_elements("css selector", "script") == []
+    assert b.find_elements("css selector", "#log b") == []
+    svg = b.find_element("id", "lineage")
+    assert len(svg.find_elements("css selector", "circle")) == 3
+    assert len(svg.find_elements("css selector", "line")) == 2  # c3 -> c2 -> c1
+    site.shot("line")
+
+
+def test_commit_page_shows_files_peft_provenance_meta_and_evaluations(site):
+    site.sign_in("maint")
+    cid = site.ids["c1"]
+    detail = site.api().get(f"/api/v1/commits/{cid}").json()
+    b = site.open(f"/commit/{cid}")
+    assert b.find_element("id", "commit-id").text == cid
+    assert b.find_element("id", "message").text == SCRIPT_MESSAGE
+    assert b.find_elements("css selector", "script") == []
+    files = b.find_element("id", "files").text
+    for path, f in detail["files"].items():
+        assert path in files and f["sha256"] in files
+    assert "tiny-llama" in b.find_element("id", "base").text
+    peft = b.find_element("id", "peft").text
+    assert str(detail["peft"]["r"]) in peft
+    meta = b.find_element("id", "meta").text
+    assert "0123456789abcdef" in meta and "0.001" in meta
+    evaluation = b.find_element("css selector", ".evaluation").text
+    assert "production v1" in evaluation and "0.71" in evaluation
+    assert "v1" in b.find_element("css selector", "p.meta").text
+    site.shot("commit")
+
+
+def test_set_page_links_each_member(site):
+    site.sign_in("maint")
+    ids = site.ids
+    b = site.open(f"/commit/{ids['set']}")
+    members = b.find_element("id", "members")
+    links = [a.get_attribute("href") for a in members.find_elements("css selector", "a")]
+    assert sorted(link.rsplit("/", 1)[1] for link in links) == sorted(
+        [ids["router"], ids["c1"], ids["coding"], ids["c3"]]
+    )
+    assert (
+        "chat" in b.find_element("id", "set").text and "coding" in b.find_element("id", "set").text
+    )
+    assert "Route the request to one expert." in b.page_source
+    site.shot("set")
+    members.find_elements("css selector", "a")[0].click()
+    wait_for(b, lambda: "/commit/" in b.current_url and b.find_element("id", "commit-id").text)
+
+
+def test_diff_page_lists_changed_tensors_and_sorts_by_delta(site):
+    site.sign_in("maint")
+    a, c = site.ids["c1"], site.ids["c2"]
+    want = site.api().get("/api/v1/diff", params={"a": a, "b": c}).json()
+    b = site.open(f"/diff?a={a}&b={c}")
+    names = texts(b, "#changed td.tensor")
+    assert names == sorted(t["name"] for t in want["tensors"]["changed"]) and names
+    b.find_element("id", "sort-delta").click()
+    wait_for(b, lambda: "sort=delta" in b.current_url)
+    deltas = [float(x) for x in texts(b, "#changed td.delta")]
+    assert deltas == sorted(deltas)
+    b.find_element("id", "sort-delta").click()
+    wait_for(b, lambda: "sort=-delta" in b.current_url)
+    assert [float(x) for x in texts(b, "#changed td.delta")] == sorted(deltas, reverse=True)
+    site.shot("diff")
+
+
+def test_channel_page_shows_the_timeline_newest_first_with_evidence(site):
+    site.sign_in("maint")
+    ids = site.ids
+    moves = site.api().get("/api/v1/history", params={"ref": "chat@production"}).json()
+    b = site.open("/channel/chat@production")
+    items = b.find_elements("css selector", "#timeline li.move")
+    assert [int(i.get_attribute("data-move")) for i in items] == [m["id"] for m in moves][::-1]
+    top = items[0]
+    assert "ROLLBACK" in top.text.upper() and "bob" in top.text
+    assert "complaints about tone" in top.text and "holds now" in top.text
+    assert "better accuracy" in items[1].text and "production v1" in items[1].text
+    assert ids["c1"][:12] in b.find_element("id", "holder").text
+    assert ids["c3"][:12] in b.find_element("id", "candidate").text
+    site.shot("channel")
+
+
+# --- actions ----------------------------------------------------------------------------
+
+
+def test_promote_then_roll_back_through_the_forms(site):
+    site.sign_in("maint")
+    ids = site.ids
+    b = site.open("/channel/chat@production")
+    b.find_element("id", "promote").click()
+    wait_for(b, lambda: b.find_element("id", "verdict").text == "the gate passes")
+    gate = b.find_element("id", "gate").text
+    assert "accuracy" in gate and "0.9" in gate
+    site.shot("promote")
+    b.find_element("id", "reason").send_keys("third is best <i>really</i>")
+    b.find_element("id", "confirm").click()
+    wait_for(b, lambda: "/channel/chat@production" in b.current_url)
+    moved = holder(site)
+    assert (moved["to"], moved["by"], moved["action"]) == (ids["c3"], "maint", "promote")
+    assert moved["reason"] == "third is best <i>really</i>"
+    top = b.find_element("css selector", "#timeline li.move")
+    assert "maint" in top.text and "third is best <i>really</i>" in top.text
+    b.find_element("id", "rollback").click()
+    wait_for(b, lambda: b.find_element("id", "rollback-form"))
+    b.find_element("id", "reason").send_keys("latency regression")
+    b.find_element("id", "confirm").click()
+    wait_for(b, lambda: "/channel/chat@production" in b.current_url)
+    back = holder(site)
+    assert (back["to"], back["by"], back["action"]) == (ids["c1"], "maint", "rollback")
+    assert back["reason"] == "latency regression"
+    top = b.find_element("css selector", "#timeline li.move")
+    assert "ROLLBACK" in top.text.upper() and "latency regression" in top.text
+    site.shot("channel-after-rollback")
+
+
+def test_approve_through_the_form_counts_for_the_gate(site):
+    site.sign_in("maint")
+    c2 = site.ids["c2"]
+    b = site.open(f"/promote?rev={c2}&channel=release")
+    assert "approvals" in b.find_element("id", "gate").text
+    assert b.find_element("id", "verdict").text == "the gate refuses this commit"
+    b.find_element("id", "approve").click()
+    wait_for(b, lambda: b.find_element("id", "verdict").text == "the gate passes")
+    pending = site.api().get("/api/v1/approvals", params={"ref": "chat@release"}).json()
+    assert [(p["commit_id"], p["by"]) for p in pending] == [(c2, "maint")]
+
+
+def csrf_of(site: Site, client: httpx.Client, path: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]*)"', client.get(path).text)
+    assert found, "no form on the page"
+    return found.group(1)
+
+
+def test_forms_without_the_csrf_token_are_refused(site):
+    before = holder(site)
+    c2 = site.ids["c2"]
+    with httpx.Client(
+        base_url=site.server.url, cookies={"mint_session": site.tokens["maint"]}
+    ) as c:
+        good = csrf_of(site, c, "/channel/chat@production")
+        for csrf in (None, "", "0" * 64):
+            form = {"rev": c2, "channel": "production", "reason": "sneaky"}
+            if csrf is not None:
+                form["csrf"] = csrf
+            answer = c.post("/promote", data=form)
+            assert answer.status_code == 403, answer.text
+            assert "CSRF" in answer.text
+            answer = c.post(
+                "/rollback",
+                data={
+                    "ref": "chat@production",
+                    "reason": "x",
+                    **({"csrf": csrf} if csrf is not None else {}),
+                },
+            )
+            assert answer.status_code == 403
+        assert good and holder(site) == before
+    # Another token's CSRF value does not fit this session.
+    with httpx.Client(
+        base_url=site.server.url, cookies={"mint_session": site.tokens["reader"]}
+    ) as r:
+        other = csrf_of(site, r, "/channel/chat@production")
+    assert other != good
+
+
+def test_a_reader_sees_no_action_and_its_posts_are_refused(site):
+    site.sign_in("reader")
+    b = site.open("/channel/chat@production")
+    assert b.find_elements("css selector", "#promote, #approve, #rollback, .action") == []
+    site.shot("channel-reader")
+    site.open(f"/commit/{site.ids['c2']}")
+    assert b.find_elements("id", "promote-form") == []
+    site.open(f"/promote?rev={site.ids['c2']}&channel=production")
+    assert b.find_elements("id", "confirm") == [] and b.find_element("id", "gate")
+    before = holder(site)
+    with httpx.Client(
+        base_url=site.server.url, cookies={"mint_session": site.tokens["reader"]}
+    ) as c:
+        csrf = csrf_of(site, c, "/channel/chat@production")  # the sign-out form's
+        answer = c.post(
+            "/promote", data={"csrf": csrf, "rev": site.ids["c2"], "channel": "production"}
+        )
+        assert answer.status_code == 403 and "maintainer" in answer.text
+        answer = c.post(
+            "/approve", data={"csrf": csrf, "rev": site.ids["c2"], "channel": "production"}
+        )
+        assert answer.status_code == 403
+    assert holder(site) == before
+
+
+def test_pages_are_not_in_the_openapi_schema_but_their_json_is(site):
+    paths = site.api().get("/openapi.json").json()["paths"]
+    pages = ("/", "/signin", "/signout", "/promote", "/rollback", "/approve", "/diff")
+    assert not [
+        p for p in paths if p in pages or p.startswith(("/line", "/commit", "/channel", "/static"))
+    ]
+    assert "/api/v1/approvals" in paths and "/api/v1/history" in paths
