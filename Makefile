@@ -6,7 +6,7 @@ STAMP := $(VENV)/.mint-installed
 # Tests run in parallel, one worker per core (at most 4); `make test PYTEST_WORKERS=0` runs them serially.
 PYTEST_WORKERS ?= $(shell n=$$(nproc); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: demo test lint fuzz bench clean
+.PHONY: demo browser test lint fuzz bench clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ $(STAMP): pyproject.toml setup.py
 demo: $(STAMP)
 	$(PY) -m mint.examples.demo
 
-test: $(STAMP)
+# The browser tests (tests/test_web.py) drive Debian's Chromium; nothing downloads a browser.
+browser:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup tests
 
 # Ruff (lint and format), then the layers: import-linter reads an installed tree, because
