@@ -170,4 +170,7 @@ def protected(ctx, as_json: bool) -> None:
 
 
 def register(cli: click.Group) -> None:
+    from mint.cli.webhook_cmds import webhook
+
+    registry.add_command(webhook)
     cli.add_command(registry)

@@ -19,6 +19,7 @@ from mint.registry import (
     routes_transfer,
     routes_write,
     web,
+    webhooks,
 )
 from mint.registry.limits import BodyLimit, Limits
 from mint.repo import Repo
@@ -50,6 +51,7 @@ def create_app(
         app.include_router(module.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])
     failures.install(app)
+    webhooks.install(app)  # delivers while the app runs (its lifespan)
     routes_hub.install(app, hf_main, public_read)
     web.install(app)  # the pages at / (docs/web.md), outside /openapi.json
     app.add_middleware(BodyLimit, limits=app.state.limits)
