@@ -14,6 +14,7 @@ Contracts      contract_add, contract_show, contract_ls
 Evaluations    evaluate, record_evaluation, evaluation_checks, evaluations_of
 Channels       gate, promote, approve, rollback, history, status
 Canaries       canary_of, canary_start, canary_stop, canary_status
+The loop       improve
 Traces         traces_ls, traces_export, record_feedback, write_traces, dataset_show
 Export         export
 Hub            pull, HubSettings
@@ -81,6 +82,7 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "canary_start": ("mint.gates.canary", "canary_start", _LOCAL),
     "canary_stop": ("mint.gates.canary", "canary_stop", _LOCAL),
     "canary_status": ("mint.gates.canary", "canary_status", _LOCAL),
+    "improve": ("mint.gates.loop", "improve", _LOCAL),
     "traces_ls": ("mint.traces.records", "traces_ls", _LOCAL),
     "traces_export": ("mint.traces.export", "traces_export", _LOCAL),
     "record_feedback": ("mint.traces.records", "record_feedback", _LOCAL),
@@ -138,6 +140,7 @@ __all__ = [
     "gate",
     "gc",
     "history",
+    "improve",
     "init",
     "log",
     "login",
@@ -231,6 +234,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.gates.evaluations import record as record_evaluation
     from mint.gates.evaluator import run_evaluator as evaluate
     from mint.gates.history import history, status
+    from mint.gates.loop import improve
     from mint.gates.promotion import approve, evaluation_checks, gate, promote, rollback
     from mint.hub.pull import pull
     from mint.hub.settings import HubSettings

@@ -215,6 +215,7 @@ class Contract:
     lines: list[str] | None
     created_at: str
     created_by: str
+    live: dict | None = None  # [live]: min_score, max_drop, min_traces (those given)
 
 
 @dataclass(frozen=True)
@@ -391,3 +392,26 @@ class Candidate:
     def uses(self) -> dict[str, str]:
         """What `set derive` takes to build it: label -> commit, for the changed labels."""
         return {label: self.members[label] for label in self.changed}
+
+
+@dataclass(frozen=True)
+class LoopStep:
+    """One thing a round of the loop did or found, with the numbers it rested on."""
+
+    # derive | evaluate | refuse | promote | canary-start | canary-stop | rollback | wait
+    action: str
+    commit: str | None
+    channel: str | None
+    detail: str
+    entry: int | None = None  # the history row it wrote, when it moved or logged something
+    evaluation: int | None = None  # the evaluation it recorded or used
+
+
+@dataclass(frozen=True)
+class Round:
+    """One step of the loop's state machine on a set line, and what it did."""
+
+    line: str
+    contract: str
+    outcome: str  # rolled-back | promoted | stopped | waiting | canary-started | refused | idle
+    steps: list[LoopStep]

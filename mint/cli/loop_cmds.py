@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from mint import api
 from mint.cli._common import json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
+from mint.cli.runtime_cmds import base_dir_option
 
 
 @click.command("candidates")
@@ -39,5 +42,97 @@ def candidates(repo, ref, lines, as_json) -> None:
     echo(table(rows, ["LINES", "CHANGES", "COMMITTED"]))
 
 
+def route_evaluator(data: str, base_dir: str | None):
+    """An `evaluate` hook for the loop: the runtime's routing accuracy of each candidate's
+    router on DATA, recorded under the contract (the core cannot load models itself)."""
+    from mint.cli.runtime_cmds import _quiet_libraries
+    from mint.runtime.service import route_eval
+
+    _quiet_libraries()
+
+    def evaluate(repo, rev: str, contract: str, *, by: str):
+        return route_eval(repo, rev, data, base_dir=base_dir, contract=contract, by=by).evaluation
+
+    return evaluate
+
+
+def _render(r) -> None:
+    echo(f"round on {r.line} under {r.contract}: {r.outcome}")
+    for s in r.steps:
+        where = f" {s.channel}" if s.channel else ""
+        echo(f"  {s.action}{where} {short(s.commit)}: {s.detail}")
+
+
+@click.command("improve")
+@click.argument("line", metavar="SET_LINE")
+@click.option("--contract", "contract_name", required=True, help="Evaluate candidates under it.")
+@click.option(
+    "--line", "lines", multiple=True, metavar="LINE", help="Only try this member line's head."
+)
+@click.option(
+    "--canary",
+    "fraction",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="The canary's share of production's requests.",
+)
+@click.option(
+    "--min-traces",
+    type=click.IntRange(min=1),
+    help="Scored traces each variant needs (default: the contract's [live] min_traces, or 20).",
+)
+@click.option(
+    "--eval-data",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Evaluate each candidate's routing accuracy on this JSONL (as route-eval does) "
+    "instead of running the contract's evaluator.",
+)
+@base_dir_option
+@click.option("--watch", is_flag=True, help="Keep running rounds until interrupted.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds between rounds with --watch.",
+)
+@json_option
+@with_repo
+def improve(
+    repo,
+    line,
+    contract_name,
+    lines,
+    fraction,
+    min_traces,
+    eval_data,
+    base_dir,
+    watch,
+    interval,
+    as_json,
+) -> None:
+    """One round of the loop on SET_LINE: judge the live floor and an open canary, or evaluate
+    the candidates, stage the best and start its canary against production."""
+    evaluate = route_evaluator(eval_data, base_dir) if eval_data else None
+    kwargs = dict(contract=contract_name, lines=lines, canary=fraction, min_traces=min_traces)
+    kwargs |= dict(evaluate=evaluate)
+    shown = None
+    while True:
+        r = api.improve(repo, line, **kwargs)
+        if as_json:
+            emit_json(r)
+        elif (r.outcome, r.steps) != shown:
+            _render(r)
+        shown = (r.outcome, r.steps)
+        if not watch:
+            return
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            return
+
+
 def register(cli: click.Group) -> None:
-    cli.add_command(candidates)
+    for command in (candidates, improve):
+        cli.add_command(command)

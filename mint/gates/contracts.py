@@ -17,9 +17,10 @@ from mint.objects import Contract, ContractAdded
 from mint.refs import check_name
 from mint.repo import Repo
 
-TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "lines"}
+TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "lines", "live"}
 METRIC_KEYS = {"name", "min", "max", "max_regression"}
 EVALUATOR_KEYS = {"command", "timeout", "version", "data"}
+LIVE_KEYS = {"min_score", "max_drop", "min_traces"}
 DEFAULT_TIMEOUT = 600.0
 MAX_TIMEOUT = 7 * 24 * 3600.0
 
@@ -64,7 +65,7 @@ def parse_contract(text: str, source: str = "contract") -> dict:
         isinstance(lines, list) and all(isinstance(l, str) for l in lines)
     ):
         raise bad("'lines' must be a list of line names")
-    return {
+    body = {
         "name": raw["name"],
         "channel": raw["channel"],
         "requires": requires,
@@ -75,6 +76,9 @@ def parse_contract(text: str, source: str = "contract") -> dict:
         "evaluator": _evaluator(raw.get("evaluator"), bad),
         "lines": lines,
     }
+    if "live" in raw:  # absent, the body (and so the id) is what it was before [live]
+        body["live"] = _live(raw["live"], bad)
+    return body
 
 
 def _list_of_tables(value, key, bad) -> list[dict]:
@@ -120,6 +124,32 @@ def _evaluator(ev, bad) -> dict | None:
     for key in ("version", "data"):
         if key in ev:
             out[key] = str(ev[key])
+    return out
+
+
+def _live(live, bad) -> dict:
+    """[live]: what production's live feedback must show. min_score is production's floor,
+    max_drop how far a canary's mean may fall below production's, min_traces the scored
+    traces each variant needs before either is judged."""
+    if not isinstance(live, dict):
+        raise bad("[live] must be a table")
+    unknown = set(live) - LIVE_KEYS
+    if unknown:
+        raise bad(
+            f"unknown live key {sorted(unknown)[0]!r} (known: {', '.join(sorted(LIVE_KEYS))})"
+        )
+    out: dict = {}
+    for key in ("min_score", "max_drop"):
+        if key in live:
+            v = live[key]
+            if not is_finite_number(v) or not 0 <= v <= 1:
+                raise bad(f"live.{key} must be a number from 0 to 1 (scores lie in [0, 1])")
+            out[key] = float(v)
+    if "min_traces" in live:
+        n = live["min_traces"]
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise bad("live.min_traces must be a whole number, 1 or more")
+        out["min_traces"] = n
     return out
 
 
@@ -221,4 +251,5 @@ def _contract(row) -> Contract:
         b.get("lines"),
         iso(row.created_at),
         row.created_by,
+        b.get("live"),
     )

@@ -1,0 +1,315 @@
+"""The loop that learns from deployment: one idempotent round of a state machine per call.
+
+A round looks at SET_LINE's production channel and does the first of these that applies:
+
+1. **Live floor.** When production's holder has `min_traces` scored traces since it took
+   the channel and their mean is below the contract's `[live] min_score`, roll production
+   back (and stop an open canary, and take staging back from the failed set).
+2. **Open canary.** When both variants have `min_traces` scored traces: promote the
+   candidate to production (through its gate) if its mean is at least production's minus
+   `[live] max_drop` (the gate applies production's contracts and this one, so the move
+   keeps the evaluations it rests on), and stop the canary as promoted; otherwise stop it
+   and take staging back. Fewer traces: wait.
+3. **No canary.** List the candidates one step from production's holder, commit each new
+   configuration (`set derive`), evaluate it under the contract, take the best that passes
+   the gate of the contract's channel ("staging"), promote it there and start a canary of
+   it against production.
+
+Every write is an ordinary mint action (derive, evaluation, promote, rollback, canary start
+and stop) done as `by`, with its numbers in the history row's reason and the gate's
+contract and evaluations beside it. A configuration is tried once: one that has had a
+canary on production, or has held production, is not a candidate again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.errors import GateRefused, InvalidConfig, NothingToRollBack, RevisionNotFound
+from mint.gates import canary as cn
+from mint.gates.checks import gate_report, has_held
+from mint.gates.contracts import get_row
+from mint.gates.evaluations import evaluation, latest_evaluation
+from mint.gates.evaluator import run_evaluator
+from mint.gates.promotion import promote, rollback
+from mint.ids import CanaryOutcome
+from mint.objects import Evaluation, LoopStep, Round
+from mint.refs import RefsContainer
+from mint.repo import Repo
+from mint.sets.candidates import candidates, set_derive
+
+PRODUCTION = "production"
+DEFAULT_MIN_TRACES = 20
+LOOP_IDENTITY = "mint-loop"
+
+# evaluate(repo, commit id, contract name, by=...) -> Evaluation (recorded)
+Evaluate = Callable[..., Evaluation]
+
+
+class _Round:
+    """What one round knows and has done."""
+
+    def __init__(self, repo, line, contract, lines, fraction, min_traces, evaluate, by):
+        self.repo, self.line, self.lines, self.by = repo, line, list(lines), by
+        self.fraction, self.evaluate = cn.check_fraction(fraction), evaluate
+        with repo.db.read() as conn:
+            self.contract = get_row(conn, contract)
+        live = self.contract.body.get("live") or {}
+        self.min_score = live.get("min_score")
+        self.max_drop = live.get("max_drop", 0.0)
+        self.min_traces = min_traces or live.get("min_traces") or DEFAULT_MIN_TRACES
+        self.staging = self.contract.channel
+        if self.staging == PRODUCTION:
+            raise InvalidConfig(
+                f"contract {self.contract.name} guards {PRODUCTION}; the loop needs a contract "
+                "for the channel candidates reach first (staging)"
+            )
+        self.steps: list[LoopStep] = []
+
+    @property
+    def production(self) -> str:
+        return f"{self.line}@{PRODUCTION}"
+
+    def step(self, action, commit, channel, detail, entry=None, evaluation=None) -> None:
+        self.steps.append(LoopStep(action, commit, channel, detail, entry, evaluation))
+
+    def done(self, outcome: str) -> Round:
+        return Round(self.line, self.contract.name, outcome, list(self.steps))
+
+
+def improve(
+    repo: Repo,
+    line: str,
+    *,
+    contract: str,
+    lines: tuple[str, ...] | list[str] = (),
+    canary: float = 0.1,
+    min_traces: int | None = None,
+    evaluate: Evaluate | None = None,
+    by: str = LOOP_IDENTITY,
+) -> Round:
+    """One round of the loop on set LINE under CONTRACT (see the module's docstring).
+
+    LINES limits the member lines whose heads are tried; CANARY is the canary's share of
+    production's requests; MIN_TRACES (default: the contract's `[live] min_traces`, else 20)
+    the scored traces each variant needs; EVALUATE records an evaluation of a candidate
+    (default: the contract's evaluator on the set's checkout)."""
+    if min_traces is not None and min_traces < 1:
+        raise InvalidConfig(f"a variant needs 1 scored trace or more, not {min_traces}")
+    r = _Round(repo, line, contract, lines, canary, min_traces, evaluate or run_evaluator, by)
+    holder = _holder(repo, line)
+    if _below_floor(r, holder):
+        return r.done("rolled-back")
+    with repo.db.read() as conn:
+        open_row = cn.open_row(conn, line, PRODUCTION)
+    if open_row is not None:
+        return _judge_canary(r, cn.as_canary(open_row), holder)
+    return _try_candidates(r)
+
+
+def _holder(repo: Repo, line: str):
+    with repo.db.read() as conn:
+        ref = RefsContainer(conn).get(line, PRODUCTION)
+    if ref is None:
+        raise RevisionNotFound(f"{line}@{PRODUCTION}", "the loop needs a holder on channel")
+    return ref
+
+
+def _live(r: _Round, commit: str, variants: list[str], since, until=None):
+    with r.repo.db.read() as conn:
+        return cn.variant_stats(conn, r.line, commit, variants, since, until)
+
+
+def _fmt(v) -> str:
+    if v.mean is None:
+        return f"{v.variant} {v.commit[:12]}: no scored traces of {v.traces}"
+    return (
+        f"{v.variant} {v.commit[:12]}: mean {v.mean:.3f} "
+        f"[95% {v.low:.3f}, {v.high:.3f}] over {v.scored} scored of {v.traces} traces"
+    )
+
+
+# --- 1. the live floor --------------------------------------------------------------
+
+
+def _below_floor(r: _Round, holder) -> bool:
+    """Roll production back when its live mean since it took the channel is under the floor."""
+    if r.min_score is None:
+        return False
+    stats = _live(r, holder.target, cn.production_variants(PRODUCTION), holder.updated_at)
+    if stats.scored < r.min_traces or stats.mean >= r.min_score:
+        return False
+    why = f"live floor: {_fmt(stats)} < min_score {r.min_score:g} ({r.contract.name})"
+    try:
+        move = rollback(r.repo, r.production, by=r.by, reason=f"{why}; rolled back by the loop")
+    except NothingToRollBack as exc:
+        r.step("refuse", holder.target, PRODUCTION, f"{why}; cannot roll back: {exc}")
+        return False
+    r.step("rollback", move.to, PRODUCTION, move.reason, entry=move.id)
+    with r.repo.db.read() as conn:
+        open_row = cn.open_row(conn, r.line, PRODUCTION)
+    if open_row is not None:
+        _stop(r, CanaryOutcome.STOPPED, "production was rolled back under its live floor")
+    _staging_back_from(r, holder.target, "it fell under production's live floor")
+    return True
+
+
+def _stop(r: _Round, outcome: CanaryOutcome, why: str) -> None:
+    c = cn.canary_stop(r.repo, r.production, by=r.by, reason=why, outcome=outcome)
+    r.step("canary-stop", c.candidate, PRODUCTION, f"{outcome}: {why}", entry=_last_entry(r))
+
+
+def _last_entry(r: _Round) -> int | None:
+    h = s.ref_history.c
+    q = sa.select(sa.func.max(h.id)).where(h.line == r.line, h.name == PRODUCTION)
+    with r.repo.db.read() as conn:
+        return conn.execute(q).scalar()
+
+
+def _staging_back_from(r: _Round, failed: str, why: str) -> None:
+    """Staging holds FAILED (the loop put it there): move it back to its previous holder."""
+    with r.repo.db.read() as conn:
+        ref = RefsContainer(conn).get(r.line, r.staging)
+    if ref is None or ref.target != failed:
+        return
+    try:
+        move = rollback(r.repo, f"{r.line}@{r.staging}", by=r.by, reason=f"loop: {why}")
+    except NothingToRollBack:
+        return
+    r.step("rollback", move.to, r.staging, move.reason, entry=move.id)
+
+
+# --- 2. an open canary ------------------------------------------------------------------
+
+
+def _judge_canary(r: _Round, canary, holder) -> Round:
+    if canary.candidate == holder.target:  # promoted in an earlier round that stopped short
+        _stop(r, CanaryOutcome.PROMOTED, "its candidate holds production")
+        return r.done("promoted")
+    since = _parse_time(canary.started_at)
+    prod = _live(r, canary.baseline, cn.production_variants(PRODUCTION), since)
+    cand = _live(r, canary.candidate, [cn.CANARY_VARIANT], since)
+    numbers = f"{_fmt(cand)}; {_fmt(prod)}"
+    if prod.scored < r.min_traces or cand.scored < r.min_traces:
+        r.step("wait", canary.candidate, PRODUCTION, f"need {r.min_traces} scored each: {numbers}")
+        return r.done("waiting")
+    need = prod.mean - r.max_drop
+    if cand.mean < need:
+        why = f"live: canary mean {cand.mean:.3f} < production {prod.mean:.3f} - max_drop "
+        why += f"{r.max_drop:g} ({numbers})"
+        _stop(r, CanaryOutcome.STOPPED, why)
+        _staging_back_from(r, canary.candidate, "its canary was stopped")
+        return r.done("stopped")
+    why = f"live: canary mean {cand.mean:.3f} >= production {prod.mean:.3f} - max_drop "
+    why += f"{r.max_drop:g} ({numbers}); promoted by the loop"
+    try:
+        move = promote(
+            r.repo, canary.candidate, PRODUCTION, by=r.by, contract=r.contract.name, reason=why
+        )
+    except GateRefused as exc:
+        failed = "; ".join(f"{c.check} {c.found} (needs {c.required})" for c in _failed(exc))
+        _stop(r, CanaryOutcome.STOPPED, f"production's gate refused it: {failed}")
+        _staging_back_from(r, canary.candidate, "production's gate refused it")
+        return r.done("stopped")
+    r.step("promote", move.to, PRODUCTION, why, entry=move.id, evaluation=_first(move))
+    _stop(r, CanaryOutcome.PROMOTED, f"promoted to production: {cand.mean:.3f} live")
+    return r.done("promoted")
+
+
+def _failed(exc: GateRefused):
+    return [c for c in exc.report.checks if not c.ok]
+
+
+def _first(move) -> int | None:
+    return move.evaluations[0] if move.evaluations else None
+
+
+def _parse_time(text: str):
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(text)
+
+
+# --- 3. candidates -----------------------------------------------------------------------
+
+
+def _try_candidates(r: _Round) -> Round:
+    found = candidates(r.repo, r.production, r.lines or None)
+    passing = []
+    for cand in found:
+        cid = _committed(r, cand)
+        if _tried(r, cid):
+            continue
+        ev = _evaluation(r, cid)
+        with r.repo.db.read() as conn:
+            report = gate_report(conn, cid, r.line, r.staging, r.contract.name)
+        if report.ok:
+            passing.append((_score(r, ev), cid, ev, cand))
+            continue
+        failed = "; ".join(
+            f"{c.check} {c.found} (needs {c.required})" for c in report.checks if not c.ok
+        )
+        r.step(
+            "refuse", cid, r.staging, f"{cand.description}: gate refused: {failed}", None, ev.id
+        )
+    if not passing:
+        return r.done("refused" if r.steps else "idle")
+    passing.sort(key=lambda p: p[0], reverse=True)
+    score, cid, ev, cand = passing[0]
+    _launch(r, cid, ev, cand, len(found))
+    return r.done("canary-started")
+
+
+def _committed(r: _Round, cand) -> str:
+    if cand.existing is not None:
+        return cand.existing
+    res = set_derive(
+        r.repo, cand.holder, cand.uses, author=r.by, message=f"loop: {cand.description}"
+    )
+    r.step("derive", res.id, None, cand.description)
+    return res.id
+
+
+def _tried(r: _Round, cid: str) -> bool:
+    """Whether CID has had a canary on production or has held it: each is tried once."""
+    c = s.canaries.c
+    q = sa.select(c.id).where(c.line == r.line, c.channel == PRODUCTION, c.candidate == cid)
+    with r.repo.db.read() as conn:
+        if conn.execute(q.limit(1)).first() is not None:
+            return True
+        return has_held(conn, cid, r.line, PRODUCTION)
+
+
+def _evaluation(r: _Round, cid: str) -> Evaluation:
+    """CID's latest evaluation under the contract's current version, else a new one."""
+    with r.repo.db.read() as conn:
+        row = latest_evaluation(conn, cid, r.contract.id)
+        if row is not None:
+            return evaluation(conn, row.id)
+    ev = r.evaluate(r.repo, cid, r.contract.name, by=r.by)
+    metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(ev.metrics.items()))
+    r.step("evaluate", cid, None, f"{r.contract.name} v{ev.version}: {metrics}", evaluation=ev.id)
+    return ev
+
+
+def _score(r: _Round, ev: Evaluation) -> float:
+    """The contract's first metric, higher better (lower, when it sets only a max)."""
+    metrics = r.contract.body["metrics"]
+    if not metrics:
+        return 0.0
+    m = metrics[0]
+    value = ev.metrics.get(m["name"], 0.0)
+    return -value if ("max" in m and "min" not in m) else value
+
+
+def _launch(r: _Round, cid: str, ev: Evaluation, cand, n: int) -> None:
+    metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(ev.metrics.items()))
+    why = f"loop: best of {n} candidates ({cand.description}): {metrics} (evaluation {ev.id})"
+    move = promote(r.repo, cid, r.staging, by=r.by, contract=r.contract.name, reason=why)
+    r.step("promote", cid, r.staging, why, entry=move.id, evaluation=ev.id)
+    reason = f"loop: canary at {r.fraction:g} of {cid[:12]} ({metrics})"
+    cn.canary_start(r.repo, r.production, cid, r.fraction, by=r.by, reason=reason)
+    r.step("canary-start", cid, PRODUCTION, reason, entry=_last_entry(r), evaluation=ev.id)

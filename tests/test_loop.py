@@ -1,0 +1,169 @@
+"""The loop: `improve` promotes a better candidate through a canary, refuses a worse one at
+the gate or on live scores, and rolls production back under its live floor; every step is
+in the channel's history as the loop's, with its numbers.
+
+Candidates are evaluated by a real evaluator process on each set's checkout: it reads the
+checkout's mol.toml and scores the router commit from a table the test writes (a stand-in
+for a benchmark, so that "better" and "worse" are known exactly)."""
+
+import json
+import sys
+
+import pytest
+from loop_support import add_traces, build_set
+
+from mint import api
+
+from conftest import one_line_error, snapshot
+
+EVALUATOR = """
+import json, sys, tomllib
+mol = tomllib.load(open(sys.argv[1] + "/mol.toml", "rb"))
+table = json.load(open(sys.argv[2]))
+print(json.dumps({"score": table.get(mol["router"]["adapter"], 0.6)}))
+"""
+
+
+@pytest.fixture
+def loop(repo, models, tmp_path):
+    """macaron's v1 holds staging and production; contract `quality` guards staging with an
+    evaluator and a [live] table. Returns (ids, scores: router commit -> offline score)."""
+    ids = build_set(repo, models, tmp_path)
+    script, table = tmp_path / "evaluate.py", tmp_path / "scores.json"
+    script.write_text(EVALUATOR)
+    table.write_text("{}")
+    contract = tmp_path / "quality.toml"
+    command = json.dumps([sys.executable, str(script), "{checkout}", str(table)])
+    contract.write_text(
+        'name = "quality"\nchannel = "staging"\n'
+        '[[metric]]\nname = "score"\nmin = 0.5\nmax_regression = 0.05\n'
+        f"[evaluator]\ncommand = {command}\n"
+        "[live]\nmin_score = 0.5\nmax_drop = 0.05\nmin_traces = 5\n"
+    )
+    api.contract_add(repo, contract, by="alice")
+    api.evaluate(repo, ids["set"], "quality", by="alice")
+    api.promote(repo, ids["set"], "staging", by="alice")
+    api.promote(repo, ids["set"], "production", by="alice")
+
+    def score_router(commit: str, score: float) -> None:
+        scores = json.loads(table.read_text())
+        table.write_text(json.dumps(scores | {commit: score}))
+
+    return ids, score_router
+
+
+def _holder(repo, channel):
+    return next(s for s in api.status(repo) if s.name == "macaron").channels[channel]
+
+
+def test_improve_promotes_a_better_candidate_then_rolls_back_on_a_live_drop(loop, repo, models):
+    ids, score_router = loop
+    router2 = api.commit(repo, "router", models["a2"], "router v2", author="al").id
+    score_router(router2, 0.8)
+
+    r = api.improve(repo, "macaron", contract="quality")
+    assert r.outcome == "canary-started", r
+    assert [s.action for s in r.steps] == ["derive", "evaluate", "promote", "canary-start"]
+    cand = r.steps[0].commit
+    assert api.show(repo, cand).config["router"]["adapter"] == router2
+    assert api.evaluations_of(repo, cand)[-1].metrics == {"score": 0.8}
+    assert _holder(repo, "staging") == cand and _holder(repo, "production") == ids["set"]
+    canary = api.canary_of(repo, "macaron@production")
+    assert (canary.candidate, canary.fraction, canary.started_by) == (cand, 0.1, "mint-loop")
+
+    # not enough live feedback yet: the round waits and writes nothing
+    add_traces(repo, cand, "canary", [0.9, 0.9])
+    before = snapshot(repo)
+    assert api.improve(repo, "macaron", contract="quality").outcome == "waiting"
+    assert snapshot(repo) == before
+
+    add_traces(repo, ids["set"], "production", [0.6] * 5)
+    add_traces(repo, cand, "canary", [0.7, 0.7, 0.7])  # 5 scored: 0.9, 0.9, 0.7 x3 = 0.78
+    r = api.improve(repo, "macaron", contract="quality")
+    assert r.outcome == "promoted", r
+    assert [s.action for s in r.steps] == ["promote", "canary-stop"]
+    assert _holder(repo, "production") == cand
+    assert api.canary_of(repo, "macaron@production") is None
+    assert api.canary_status(repo, "macaron@production").canary.outcome == "promoted"
+    assert api.improve(repo, "macaron", contract="quality").outcome == "idle"
+
+    # live scores of the new holder fall under the floor: production goes back to v1
+    add_traces(repo, cand, "production", [0.2, 0.3, 0.2, 0.1, 0.2])
+    r = api.improve(repo, "macaron", contract="quality")
+    assert r.outcome == "rolled-back", r
+    assert _holder(repo, "production") == ids["set"] and _holder(repo, "staging") == ids["set"]
+    # the rolled-back set is not tried again
+    assert api.improve(repo, "macaron", contract="quality").outcome == "idle"
+
+    moves = api.history(repo, "macaron@production")
+    assert [(m.action, m.by) for m in moves] == [
+        ("promote", "alice"),
+        ("canary-start", "mint-loop"),
+        ("promote", "mint-loop"),
+        ("canary-stop", "mint-loop"),
+        ("rollback", "mint-loop"),
+    ]
+    start, promoted, stop, back = moves[1:]
+    assert "score=0.8" in start.reason
+    assert "canary mean 0.780 >= production 0.600 - max_drop 0.05" in promoted.reason
+    assert "over 5 scored of 5 traces" in promoted.reason
+    assert promoted.contract is not None and promoted.evaluations  # the gate's evidence
+    assert stop.reason.startswith("promoted")
+    assert "mean 0.200" in back.reason and "< min_score 0.5" in back.reason
+    staged = api.history(repo, "macaron@staging")
+    assert staged[-2].by == "mint-loop" and "best of 1 candidates" in staged[-2].reason
+    assert staged[-2].evaluations == [r_ev.id for r_ev in api.evaluations_of(repo, cand)]
+    assert staged[-1].action == "rollback" and staged[-1].by == "mint-loop"
+
+
+def test_improve_refuses_a_worse_candidate_at_the_gate(loop, repo, models):
+    ids, score_router = loop
+    worse = api.commit(repo, "router", models["a3"], "router v3", author="al").id
+    score_router(worse, 0.3)
+    r = api.improve(repo, "macaron", contract="quality")
+    assert r.outcome == "refused", r
+    assert [s.action for s in r.steps] == ["derive", "evaluate", "refuse"]
+    assert "score 0.3 (needs >= 0.5)" in r.steps[-1].detail
+    assert api.canary_of(repo, "macaron@production") is None
+    assert _holder(repo, "production") == ids["set"] and _holder(repo, "staging") == ids["set"]
+    # the next round finds the same set and evaluation: nothing new is recorded
+    before = snapshot(repo)
+    again = api.improve(repo, "macaron", contract="quality")
+    assert again.outcome == "refused" and [s.action for s in again.steps] == ["refuse"]
+    assert snapshot(repo) == before
+
+
+def test_improve_stops_a_canary_that_scores_worse_live(loop, repo, models):
+    ids, score_router = loop
+    router2 = api.commit(repo, "router", models["a2"], "router v2", author="al").id
+    score_router(router2, 0.7)
+    cand = api.improve(repo, "macaron", contract="quality", min_traces=3).steps[0].commit
+    add_traces(repo, ids["set"], "production", [0.8, 0.8, 0.8])
+    add_traces(repo, cand, "canary", [0.5, 0.6, 0.7])
+    r = api.improve(repo, "macaron", contract="quality", min_traces=3)
+    assert r.outcome == "stopped", r
+    assert [s.action for s in r.steps] == ["canary-stop", "rollback"]
+    assert _holder(repo, "production") == ids["set"] and _holder(repo, "staging") == ids["set"]
+    last = api.history(repo, "macaron@production")[-1]
+    assert last.action == "canary-stop" and last.by == "mint-loop"
+    assert "canary mean 0.600 < production 0.800 - max_drop 0.05" in last.reason
+    assert api.improve(repo, "macaron", contract="quality", min_traces=3).outcome == "idle"
+
+
+def test_improve_cli(loop, mint, repo, models):
+    ids, score_router = loop
+    router2 = api.commit(repo, "router", models["a2"], "router v2", author="al").id
+    score_router(router2, 0.8)
+    r = mint("improve", "macaron", "--contract", "quality", "--canary", "0.2", "--json")
+    assert r.code == 0, r
+    assert r.json()["outcome"] == "canary-started"
+    assert api.canary_of(repo, "macaron@production").fraction == 0.2
+    text = mint("improve", "macaron", "--contract", "quality", "--min-traces", "3")
+    assert text.code == 0 and "waiting" in text.out
+    hist = mint("history", "macaron@production")
+    assert "canary-start" in hist.out and "mint-loop" in hist.out
+    before = snapshot(repo)
+    one_line_error(mint("improve", "macaron", "--contract", "nope"), "unknown contract")
+    one_line_error(mint("improve", "macaron", "--contract", "quality", "--canary", "1.5"))
+    one_line_error(mint("improve", "nowhere", "--contract", "quality"), "holder")
+    assert snapshot(repo) == before
