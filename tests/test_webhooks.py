@@ -306,3 +306,28 @@ def test_the_cursor_waits_at_a_fresh_gap():
     assert webhooks.settled(rows, 3) == []
     old = [SimpleNamespace(id=i, at=now.replace(year=now.year - 1)) for i in (5, 7)]
     assert [r.id for r in webhooks.settled(old, 3)] == [5, 7]
+
+
+def test_a_receiver_that_is_down_is_retried_later_and_a_lease_is_held(repo, models, monkeypatch):
+    import httpx
+
+    from registry import free_port
+
+    c1, _ = two_commits(repo, models)
+    hook = api.webhook_add(repo, f"http://127.0.0.1:{free_port()}/down", SECRET_ENV, by=ME)
+    api.promote(repo, c1, "production", by=ME)
+    webhooks.fan_out(repo)
+    delivery, _, lease = webhooks.claim(repo)
+    assert webhooks.claim(repo) is None  # leased: no other worker takes it
+    webhooks.record(repo, delivery, lease, webhooks.Outcome(503, "answered 503", retry=True))
+    assert webhooks.claim(repo) is None  # not due before its backoff
+    (after,) = api.webhook_deliveries(repo, hook.id)
+    assert (after.status, after.attempts, after.response_code) == ("pending", 1, 503)
+    assert after.next_at is not None
+    monkeypatch.delenv(SECRET_ENV, raising=False)
+    with httpx.Client(timeout=2) as client:
+        unset = webhooks.attempt(client, delivery, hook, repo)
+        monkeypatch.setenv(SECRET_ENV, SECRET)
+        down = webhooks.attempt(client, delivery, hook, repo)
+    assert not unset.retry and SECRET_ENV in unset.error and unset.code is None
+    assert down.retry and down.code is None and "ConnectError" in down.error

@@ -32,7 +32,8 @@ def webhook() -> None:
 @click.option(
     "--events",
     metavar="TYPE,...",
-    help="Only these event types (channel.moved, tag.moved, line.pushed); default: all.",
+    help="Only these event types (channel.moved, tag.moved, line.pushed, canary.started, "
+    "canary.stopped); default: all.",
 )
 @json_option
 @click.pass_obj

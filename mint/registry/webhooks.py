@@ -41,7 +41,8 @@ from mint.repo import Repo
 
 log = logging.getLogger("mint.registry")
 
-EVENT_TYPES = tuple(TYPES.values())  # channel.moved, tag.moved, line.pushed
+# channel.moved, tag.moved, line.pushed, and the two that `event_of` names canary moves
+EVENT_TYPES = (*TYPES.values(), "canary.started", "canary.stopped")
 MAX_ATTEMPTS = 8
 BACKOFF = 1.0  # seconds before the first retry; doubled for each one after
 BACKOFF_MAX = 300.0
@@ -354,11 +355,11 @@ def attempt(client, delivery, hook, repo: Repo) -> Outcome:
         "X-Mint-Delivery": str(delivery.id),
         SIGNATURE_HEADER: sign(secret, body),
     }
-    try:
-        answer = client.post(hook.url, content=body, headers=headers)
+    try:  # the answer's status is all that counts: its body is never read
+        with client.stream("POST", hook.url, content=body, headers=headers) as answer:
+            code = answer.status_code
     except Exception as exc:  # noqa: BLE001 - any failure to reach the receiver is retried
         return Outcome(None, f"{type(exc).__name__}: {exc}"[:500], retry=True)
-    code = answer.status_code
     if 200 <= code < 300:
         return Outcome(code, None, retry=False)
     retry = code >= 500 or code == 429
@@ -427,13 +428,16 @@ class Worker:
         import httpx
 
         with httpx.Client(timeout=TIMEOUT, follow_redirects=False, trust_env=False) as client:
+            failures = 0
             while not self._stop.is_set():
                 try:
                     fan_out(self.repo)
                     deliver_due(self.repo, client, self._stop)
+                    failures = 0
                 except Exception:  # noqa: BLE001 - a database hiccup: log, look again later
-                    log.exception("webhook delivery failed; trying again")
-                self._stop.wait(self.poll)
+                    failures += 1
+                    log.exception("webhook delivery failed (%d in a row); trying again", failures)
+                self._stop.wait(min(self.poll * 2**failures, 30.0))
 
 
 def install(app) -> None:
