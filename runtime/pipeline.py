@@ -39,6 +39,8 @@ class TurnResult:
     route_fallback: str | None = None  # why the default label was used, when it was
     direct: bool = False  # the caller named the expert; no routing ran
     batch: int = 1  # how many turns ran together in this one's batch
+    probs: dict[str, float] = field(default_factory=dict)  # label -> router probability
+    expert_commit: str | None = None  # the commit of the expert that answered
 
     def message(self) -> dict:
         """The assistant message to append to the conversation for the next turn."""
@@ -107,9 +109,10 @@ def run_turns(engine: Engine, jobs: Sequence[TurnJob]) -> list[TurnResult]:
     routed = [job for job in jobs if job.expert is None]
     decisions = iter(engine.route_many([job.messages for job in routed]) if routed else [])
     picks = [
-        (job.expert, None) if job.expert is not None else _pick(next(decisions)) for job in jobs
+        (job.expert, None, {}) if job.expert is not None else _pick(next(decisions))
+        for job in jobs
     ]
-    for job, (label, fallback) in zip(jobs, picks):
+    for job, (label, fallback, _) in zip(jobs, picks):
         if job.on_route is not None:
             job.on_route(label, fallback)
     clock.append(time.perf_counter())
@@ -119,13 +122,13 @@ def run_turns(engine: Engine, jobs: Sequence[TurnJob]) -> list[TurnResult]:
     clock.append(time.perf_counter())
     stages = {stage: clock[i + 1] - clock[i] for i, stage in enumerate(STAGES)}
     return [
-        _result(engine, job, label, fallback, answer, summary, stages, len(jobs))
-        for job, (label, fallback), answer, summary in zip(jobs, picks, answers, summaries)
+        _result(engine, job, pick, answer, summary, stages, len(jobs))
+        for job, pick, answer, summary in zip(jobs, picks, answers, summaries)
     ]
 
 
-def _pick(decision) -> tuple[str, str | None]:
-    return decision.label, decision.fallback
+def _pick(decision) -> tuple[str, str | None, dict[str, float]]:
+    return decision.label, decision.fallback, decision.probs()
 
 
 def _answer_row(engine: Engine, job: TurnJob, label: str) -> GenRow:
@@ -159,13 +162,13 @@ def _summaries(
 def _result(
     engine: Engine,
     job: TurnJob,
-    label: str,
-    fallback: str | None,
+    pick: tuple[str, str | None, dict[str, float]],
     answer: Generation,
     summary: str,
     stages: dict[str, float],
     batch: int,
 ) -> TurnResult:
+    label, fallback, probs = pick
     latency = {**stages, "queue": job.queued}
     latency["total"] = sum(latency.values())
     return TurnResult(
@@ -181,4 +184,8 @@ def _result(
         route_fallback=fallback,
         direct=job.expert is not None,
         batch=batch,
+        probs=probs,
+        expert_commit=engine.spec.experts[label].commit_id
+        if label in engine.spec.experts
+        else None,
     )

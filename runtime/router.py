@@ -16,6 +16,7 @@ The best label wins. When scoring cannot run (a model error, non-finite scores) 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,16 @@ class RouteDecision:
     label: str
     scores: dict[str, float]
     fallback: str | None = None
+
+    def probs(self) -> dict[str, float]:
+        """The router's probability of each label, the scores softmaxed over the labels (the
+        model's probabilities of emitting each label, renormalised); {} when it fell back."""
+        if self.fallback is not None or not self.scores:
+            return {}
+        top = max(self.scores.values())
+        weights = {k: math.exp(v - top) for k, v in self.scores.items()}
+        total = sum(weights.values())
+        return {k: w / total for k, w in weights.items()}
 
 
 def label_sequences(tokenizer: Any, labels: Sequence[str]) -> list[list[int]]:

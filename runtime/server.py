@@ -1,16 +1,22 @@
 """The OpenAI-compatible HTTP server over a `Runtime` (starlette + uvicorn).
 
-Endpoints: `POST /v1/chat/completions`, `GET /v1/models`, `GET /healthz`, `GET /metrics`.
+Endpoints: `POST /v1/chat/completions`, `POST /v1/feedback`, `GET /v1/models`, `GET /healthz`,
+`GET /metrics`.
 `model` is the set's name (routed) or one of its expert labels (that expert answers, no
 routing); `stream: true` answers with server-sent events (see `chunks`). Requests are
 submitted to the runtime's batches and awaited without holding a thread. Every refusal is an
 OpenAI-style JSON error with a 4xx status; nothing a client sends can stop the server.
+
+With a `TraceRecorder` on the runtime, each turn is queued as a trace under the completion id
+the client receives (streamed turns too), and `POST /v1/feedback` takes `{"id", "score",
+"label"?}` on it: 404 for an id no trace has, 400 for a bad body.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -22,6 +28,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from mint.errors import DatabaseUnavailable, InvalidFeedback, TraceNotFound
 from mint.runtime.chunks import (
     ChunkWriter,
     EventStream,
@@ -30,7 +37,11 @@ from mint.runtime.chunks import (
     stream_events,
 )
 from mint.runtime.errors import EmptyConversation, NotServing, UnknownModel
+from mint.runtime.pipeline import TurnResult
 from mint.runtime.swap import Runtime
+from mint.runtime.traces import MAX_USER, trace_row
+
+log = logging.getLogger("mint.runtime")
 
 MAX_BODY = 1 << 20  # bytes
 MAX_DEPTH = 64  # levels of nested arrays and objects; a chat request needs about six
@@ -43,6 +54,9 @@ REFUSALS: dict[type[Exception], tuple[int, str, str, str | None]] = {
     UnknownModel: (404, "model_not_found", "invalid_request_error", "model"),
     EmptyConversation: (400, "empty_messages", "invalid_request_error", "messages"),
     NotServing: (503, "not_serving", "server_error", None),
+    TraceNotFound: (404, "trace_not_found", "invalid_request_error", "id"),
+    InvalidFeedback: (400, "invalid_feedback", "invalid_request_error", None),
+    DatabaseUnavailable: (503, "database_unavailable", "server_error", None),
 }
 
 
@@ -118,6 +132,7 @@ class ChatRequest:
     max_tokens: int
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage
+    user: str | None = None  # the caller's end user: traced, and sticky in a canary split
 
 
 def parse_chat(body: Any) -> ChatRequest:
@@ -130,7 +145,23 @@ def parse_chat(body: Any) -> ChatRequest:
         raise ApiError(400, message, "missing_model", param="model")
     stream, include_usage = _stream_options(body)
     messages = _messages(body.get("messages"))
-    return ChatRequest(model, messages, _max_tokens(body), stream, include_usage)
+    user = body.get("user")
+    if user is not None and (not isinstance(user, str) or len(user) > MAX_USER):
+        message = f"`user` must be a string of at most {MAX_USER} characters"
+        raise ApiError(400, message, "invalid_user", param="user")
+    return ChatRequest(model, messages, _max_tokens(body), stream, include_usage, user or None)
+
+
+def parse_feedback(body: Any) -> tuple[str, Any, Any]:
+    """(id, score, label) of a feedback body; the score and label are checked by the store."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object", "invalid_request")
+    trace_id = body.get("id")
+    if not isinstance(trace_id, str) or not trace_id or len(trace_id) > 64:
+        raise ApiError(400, "`id` must be a completion id", "invalid_feedback", param="id")
+    if "score" not in body:
+        raise ApiError(400, "`score` is required", "invalid_feedback", param="score")
+    return trace_id, body["score"], body.get("label")
 
 
 def _stream_options(body: dict) -> tuple[bool, bool]:
@@ -186,26 +217,66 @@ class _Handlers:
         if chat.stream:
             return self._stream(chat)
         ticket = self.runtime.submit(
-            chat.messages, model=chat.model, max_new_tokens=chat.max_tokens
+            chat.messages, model=chat.model, max_new_tokens=chat.max_tokens, user=chat.user
         )
         try:
             result = await asyncio.wrap_future(ticket.future)
         finally:
             ticket.cancel()  # a no-op once done; stops the turn if this request was dropped
-        return JSONResponse(completion_body(chat.model, result))
+        body = completion_body(chat.model, result)
+        self._trace(body["id"], chat, ticket.lease.variant, result)
+        return JSONResponse(body)
 
     def _stream(self, chat: ChatRequest) -> Response:
         """Submit a turn whose events go to an asyncio queue, and send them as they come."""
         loop, queue = asyncio.get_running_loop(), asyncio.Queue()
+        writer = ChunkWriter(chat.model, chat.include_usage)
+        submitted: list = []
+
+        def done(result: TurnResult) -> None:  # on the loop, after this handler returned
+            self._trace(writer.id, chat, submitted[0].lease.variant, result)
 
         def on_event(kind: str, value: Any) -> None:  # called from the batch's thread
+            if kind == "done":
+                loop.call_soon_threadsafe(done, value)
             loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
 
         ticket = self.runtime.submit(
-            chat.messages, model=chat.model, max_new_tokens=chat.max_tokens, on_event=on_event
+            chat.messages,
+            model=chat.model,
+            max_new_tokens=chat.max_tokens,
+            on_event=on_event,
+            user=chat.user,
         )
-        writer = ChunkWriter(chat.model, chat.include_usage)
+        submitted.append(ticket)
         return EventStream(stream_events(queue, writer, self._stream_error), ticket.cancel)
+
+    def _trace(self, trace_id: str, chat: ChatRequest, variant: str, result: TurnResult) -> None:
+        """Queue the turn's trace (a no-op without a recorder); never raises."""
+        recorder = self.runtime.recorder
+        if recorder is None:
+            return
+        try:
+            row = trace_row(
+                trace_id,
+                result,
+                variant=variant,
+                messages=chat.messages,
+                user=chat.user,
+                content=recorder.content,
+            )
+            recorder.record(row)
+        except Exception as exc:  # noqa: BLE001 - tracing must never fail the turn
+            recorder.dropped += 1
+            log.debug("tracing a turn failed: %s", exc)
+
+    async def feedback(self, request: Request) -> Response:
+        trace_id, score, label = parse_feedback(parse_json(await read_body(request, 1 << 14)))
+        recorder = self.runtime.recorder
+        if recorder is None or not recorder.accepts_feedback:
+            raise ApiError(503, "this server records no traces", "traces_off")
+        await asyncio.to_thread(recorder.feedback, trace_id, score, label)
+        return JSONResponse({"ok": True})
 
     def _stream_error(self, exc: BaseException) -> bytes:
         self.runtime.metrics.error(500)
@@ -226,6 +297,7 @@ class _Handlers:
         if engine is None:
             return JSONResponse({"status": "starting", "commit": None}, status_code=503)
         metrics = self.runtime.metrics
+        recorder = self.runtime.recorder
         return JSONResponse(
             {
                 "status": "ok",
@@ -233,6 +305,7 @@ class _Handlers:
                 "commit": engine.id,
                 "swaps": metrics.swaps,
                 "failed_swaps": metrics.failed_swaps,
+                "traces": recorder.stats() if recorder is not None else None,
             }
         )
 
@@ -281,6 +354,7 @@ def create_app(runtime: Runtime, *, max_body: int = MAX_BODY) -> Starlette:
 
     routes = [
         Route("/v1/chat/completions", handlers.chat, methods=["POST"]),
+        Route("/v1/feedback", handlers.feedback, methods=["POST"]),
         Route("/v1/models", handlers.models, methods=["GET"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),

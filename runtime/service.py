@@ -20,6 +20,7 @@ from mint.runtime.engine import open_engine
 from mint.runtime.evaluate import RouteEval, evaluate_routes, read_records
 from mint.runtime.loader import SharedBase
 from mint.runtime.swap import Runtime
+from mint.runtime.traces import TraceRecorder
 
 FALLBACK_POLL = 60.0  # seconds between checks of a channel followed through events
 
@@ -86,12 +87,16 @@ def open_runtime(
     poll_interval: float = 0.5,
     batching: BatchPolicy | None = None,
     max_cpu_adapters: int = 0,
+    traces: bool = True,
+    trace_content: bool = True,
 ) -> Runtime:
     """Load REV's set onto the base and keep following REV (a channel, tag or line): on a
     registry through its event stream, in a local repository by polling.
 
     `batching` says how concurrent requests are gathered (default: `BatchPolicy()`);
-    `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included."""
+    `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included.
+    `traces`: record each turn in the repository's database (a local repository only; see
+    `recorder_for`), with the messages and the answer unless `trace_content` is False."""
     spec = api.set_spec(repo, rev)
     watch, poll_interval = watch_for(repo, rev, poll_interval)
     runtime = Runtime(
@@ -104,9 +109,31 @@ def open_runtime(
         max_cpu_adapters=max_cpu_adapters,
         watch=watch,
     )
+    runtime.variant = variant_name(rev)
+    runtime.recorder = recorder_for(repo, content=trace_content) if traces else None
     runtime.stage(spec)
     runtime.swap()
     return runtime
+
+
+def variant_name(rev: str) -> str:
+    """What traces of the holder of REV say served them: a channel's name, else REV."""
+    _, _, name = rev.partition("@")
+    return (name if name and not any(c in name for c in "~^") else rev)[:100]
+
+
+def recorder_for(repo, *, content: bool = True) -> TraceRecorder | None:
+    """A recorder writing to REPO's database, or None for a registry (traces are written
+    only where the repository's database is)."""
+    if getattr(repo, "is_remote", False):
+        return None
+
+    def feedback(trace_id, score, label=None, *, by=None):
+        return api.record_feedback(repo, trace_id, score, label, by=by)
+
+    return TraceRecorder(
+        lambda rows: api.write_traces(repo, rows), feedback=feedback, content=content
+    )
 
 
 def route_eval(

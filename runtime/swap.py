@@ -47,9 +47,10 @@ log = logging.getLogger("mint.runtime")
 class Lease:
     """One request's hold on an engine; `release()` (or leaving the `with`) ends it."""
 
-    def __init__(self, runtime: Runtime, slot: Slot):
+    def __init__(self, runtime: Runtime, slot: Slot, variant: str = "production"):
         self._runtime, self._slot = runtime, slot
         self.engine: Engine = slot.engine
+        self.variant = variant  # what the trace calls it: the channel's name, or canary
         self._done = False
 
     def release(self) -> None:
@@ -133,6 +134,8 @@ class Runtime:
         self.watch = watch
         self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
+        self.variant = "production"  # the holder's name in traces (open_runtime: the channel's)
+        self.recorder = None  # a TraceRecorder, when turns are recorded (see `traces`)
 
     # --- serving ---------------------------------------------------------------------
 
@@ -151,14 +154,16 @@ class Runtime:
     def batching(self) -> BatchPolicy:
         return self._scheduler.policy
 
-    def lease(self) -> Lease:
-        """Hold the active version for one request. Raises NotServing before the first swap."""
+    def lease(self, user: str | None = None) -> Lease:
+        """Hold the active version for one request (or the canary's, for the requests the
+        split sends there; USER makes the choice sticky). Raises NotServing before the
+        first swap."""
         with self._lock:
-            slot = self._active
+            slot, variant = self._active, self.variant
             if slot is None:
                 raise NotServing("no set version is being served")
             slot.leases += 1
-        return Lease(self, slot)
+        return Lease(self, slot, variant)
 
     def submit(
         self,
@@ -167,15 +172,17 @@ class Runtime:
         model: str | None = None,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         on_event: OnEvent | None = None,
+        user: str | None = None,
     ) -> Ticket:
         """Queue one turn on the active version; it runs in the next batch.
 
         `model` names the set (routed) or one of its experts (that expert answers, no
         routing); a name the active version does not serve raises UnknownModel, a
         conversation without a user message EmptyConversation, both before anything is
-        queued. `on_event(kind, value)` receives the turn's events (see `batching`).
+        queued. `on_event(kind, value)` receives the turn's events (see `batching`); `user`
+        (the request's) keeps a user on one side of a canary split.
         """
-        lease = self.lease()
+        lease = self.lease(user)
         try:
             expert = lease.engine.expert_for(model) if model is not None else None
             check_turn(lease.engine, messages, expert)
@@ -404,6 +411,8 @@ class Runtime:
         theirs alive until they end."""
         self.stop()
         self._scheduler.close()
+        if self.recorder is not None:
+            self.recorder.close()
         with self._lock:
             slots = [s for s in (self._active, self._staged) if s is not None]
             self._active = self._staged = None

@@ -3,11 +3,15 @@ the real server recording turns and taking feedback (POST /v1/feedback)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
+import time
 import uuid
 
+import httpx
 import pytest
 
 from mint import api
@@ -15,6 +19,10 @@ from mint.errors import DatasetNotFound, InvalidFeedback, InvalidTime, TraceNotF
 from mint.runtime.evaluate import read_records
 
 from conftest import one_line_error, snapshot
+from pgdb import pg_database
+from test_runtime_support import demo as demo_files
+
+pytestmark = pytest.mark.xdist_group("demo")
 
 CONVERSATION = [{"role": "user", "content": "please fix the python bug"}]
 
@@ -176,3 +184,192 @@ def test_cli_refuses_bad_input_in_one_line(based, repo, traced, tmp_path):
 def based(mint, models):
     assert mint("base", "add", "tiny-llama", models["base"]).code == 0
     return mint
+
+
+# --- the real server: turns recorded, feedback taken ---------------------------------------
+
+
+def committed_demo(repo, files, folder) -> dict:
+    """The trained demo committed into REPO: experts tagged v1, the router, set `macaron`
+    promoted to production. Returns {"set": id, "router": id}."""
+    from mint.examples.demo import MOL
+
+    api.base_add(repo, "tiny-llama", files.base)
+    for label, path in files.experts.items():
+        api.commit(repo, label, path, label, author="ann")
+        api.tag(repo, "v1", label, by="ann")
+    router = api.commit(repo, "router", files.router, "router", author="ann").id
+    folder.mkdir(parents=True, exist_ok=True)
+    for src in (files.route_prompt, files.summary_prompt):
+        (folder / src.name).write_bytes(src.read_bytes())
+    (folder / "mol.toml").write_text(MOL.format(router=router))
+    set_id = api.set_commit(repo, folder / "mol.toml", "demo", author="ann").id
+    api.promote(repo, set_id, "production", by="ann")
+    return {"set": set_id, "router": router}
+
+
+@contextlib.contextmanager
+def database(kind: str):
+    if kind == "sqlite":
+        yield None
+    else:
+        with pg_database() as url:
+            yield url
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def served(request, tmp_path_factory):
+    """`macaron@production` served from a real repository by a following runtime over HTTP."""
+    from mint.runtime.server import ServerThread
+    from mint.runtime.service import open_runtime
+
+    files = demo_files(tmp_path_factory)
+    root = tmp_path_factory.mktemp("traced")
+    with database(request.param) as url:
+        repo, _ = api.init(root / "repo", url)
+        ids = committed_demo(repo, files, root / "set")
+        runtime = open_runtime(repo, "macaron@production", str(files.base), poll_interval=0.05)
+        runtime.follow()
+        try:
+            with (
+                ServerThread(runtime) as base_url,
+                httpx.Client(base_url=base_url, timeout=120) as client,
+            ):
+                yield client, runtime, repo, ids
+        finally:
+            runtime.close()
+            repo.close()
+
+
+def ask(client, text="please fix the python bug", **extra):
+    body = {"model": "macaron", "messages": [{"role": "user", "content": text}], **extra}
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def trace_of(repo, runtime, trace_id):
+    runtime.recorder.flush()
+    found = [t for t in api.traces_ls(repo, limit=None) if t.id == trace_id]
+    assert len(found) == 1, trace_id
+    return found[0]
+
+
+def test_a_turn_is_traced_under_its_completion_id_and_takes_feedback(served):
+    client, runtime, repo, ids = served
+    body = ask(client, user="ann")
+    spec = api.set_spec(repo, ids["set"])
+    ok = client.post("/v1/feedback", json={"id": body["id"], "score": 0.25, "label": "agent"})
+    assert ok.status_code == 200 and ok.json() == {"ok": True}
+    t = trace_of(repo, runtime, body["id"])
+    assert t.label == body["mint"]["route"] == "coding"
+    assert t.set_commit == ids["set"] and t.set_line == "macaron" and t.variant == "production"
+    assert t.expert_commit == spec.experts["coding"].commit_id
+    assert set(t.probs) == set(spec.labels) and abs(sum(t.probs.values()) - 1) < 1e-6
+    assert max(t.probs, key=t.probs.get) == "coding"
+    assert {"route", "answer", "summary", "total"} <= set(t.latency)
+    assert t.latency["total"] >= t.latency["answer"] > 0
+    assert t.user == "ann" and t.messages[-1]["content"] == "please fix the python bug"
+    assert t.response == body["choices"][0]["message"]["content"]
+    assert (t.score, t.feedback_label) == (0.25, "agent")
+    assert [x.id for x in api.traces_ls(repo, set_rev="macaron@production")][:1] == [t.id]
+
+
+def test_a_streamed_turn_is_traced_too(served):
+    client, runtime, repo, _ = served
+    body = {
+        "model": "macaron",
+        "messages": [{"role": "user", "content": "book a flight and send email"}],
+        "stream": True,
+        "user": "bo",
+    }
+    chunks = []
+    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                chunks.append(json.loads(line[6:]))
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    t = trace_of(repo, runtime, chunks[0]["id"])
+    assert t.label == "agent" and t.response == text and t.user == "bo"
+    fed = client.post("/v1/feedback", json={"id": t.id, "score": 1})
+    assert fed.status_code == 200
+
+
+def test_feedback_refuses_unknown_ids_and_bad_bodies(served):
+    client, runtime, repo, _ = served
+    unknown = client.post("/v1/feedback", json={"id": "chatcmpl-unknown", "score": 1})
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "trace_not_found"
+    known = ask(client)["id"]
+    runtime.recorder.flush()
+    before = snapshot(repo)
+    for bad in (
+        {"id": known, "score": 1.5},
+        {"id": known, "score": "good"},
+        {"id": known},
+        {"score": 1},
+        {"id": known, "score": 1, "label": "nobody"},
+        [known, 1],
+    ):
+        response = client.post("/v1/feedback", json=bad)
+        assert response.status_code == 400, (bad, response.text)
+        assert response.json()["error"]["message"]
+    assert client.post("/v1/feedback", content=b"{oops").status_code == 400
+    assert snapshot(repo) == before
+
+
+def test_no_trace_content_keeps_no_messages(served):
+    from mint.runtime.service import recorder_for
+
+    client, runtime, repo, _ = served
+    kept, runtime.recorder = runtime.recorder, recorder_for(repo, content=False)
+    try:
+        body = ask(client, text="hello there friend", user="cy")
+        t = trace_of(repo, runtime, body["id"])
+    finally:
+        runtime.recorder.close()
+        runtime.recorder = kept
+    assert t.messages is None and t.response is None
+    assert t.label == body["mint"]["route"] and t.user == "cy" and t.probs
+
+
+class Release(Exception):
+    pass
+
+
+def test_a_locked_database_neither_fails_nor_holds_requests(served):
+    client, runtime, repo, _ = served
+    recorder = runtime.recorder
+    written = recorder.written
+    with contextlib.suppress(Release), repo.db.write() as conn:  # SQLite: BEGIN IMMEDIATE
+        if repo.db.dialect == "postgresql":
+            conn.exec_driver_sql("LOCK TABLE traces IN ACCESS EXCLUSIVE MODE")
+        answered = [ask(client, user=f"locked-{i}")["id"] for i in range(4)]
+        assert recorder.written == written  # nothing could be written meanwhile
+        raise Release  # roll back: the lock goes
+    deadline = time.monotonic() + 60
+    while recorder.written < written + 4:
+        assert time.monotonic() < deadline, recorder.stats()
+        time.sleep(0.02)
+    assert {t.id for t in api.traces_ls(repo, limit=None)} >= set(answered)
+
+
+def test_an_unreachable_database_fails_no_request(served):
+    from mint.db import Database
+    from mint.runtime.service import recorder_for
+
+    client, runtime, repo, _ = served
+    nowhere = dataclasses.replace(repo, db=Database("postgresql+psycopg://mint@127.0.0.1:1/x"))
+    kept, runtime.recorder = runtime.recorder, recorder_for(nowhere)
+    try:
+        ids = [ask(client, user="dee")["id"] for _ in range(3)]
+        deadline = time.monotonic() + 60
+        while runtime.recorder.failed < 3:
+            assert time.monotonic() < deadline, runtime.recorder.stats()
+            time.sleep(0.02)
+        refused = client.post("/v1/feedback", json={"id": ids[0], "score": 1})
+        assert refused.status_code == 503
+        assert client.get("/healthz").json()["traces"]["failed"] == 3
+    finally:
+        runtime.recorder.close()
+        runtime.recorder = kept
+    assert ask(client)["id"]  # the server serves on

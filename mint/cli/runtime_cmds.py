@@ -94,10 +94,19 @@ def batching_options(fn):
     type=click.IntRange(min=0),
     help="Adapters kept loaded, versions served before included (a rollback to one is instant).",
 )
+@click.option("--no-traces", is_flag=True, help="Record no traces of the turns served.")
+@click.option(
+    "--no-trace-content", is_flag=True, help="Record traces without messages or answers."
+)
 @with_repo
-def serve(repo, rev, base_dir, host, port, poll, batching, max_cpu_adapters) -> None:
-    """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel."""
+def serve(
+    repo, rev, base_dir, host, port, poll, batching, max_cpu_adapters, no_traces, no_trace_content
+) -> None:
+    """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel. Each turn
+    is recorded as a trace in the repository (see `mint traces`); POST /v1/feedback scores it."""
     _quiet_libraries()
+    if not no_traces and getattr(repo, "is_remote", False):
+        warn("mint: serving from a registry: traces are not recorded (serve from a local repo)")
     from mint.runtime.server import serve as run_server
     from mint.runtime.service import open_runtime
 
@@ -108,6 +117,8 @@ def serve(repo, rev, base_dir, host, port, poll, batching, max_cpu_adapters) -> 
         poll_interval=poll,
         batching=batching,
         max_cpu_adapters=max_cpu_adapters,
+        traces=not no_traces,
+        trace_content=not no_trace_content,
     )
     warn(f"mint: serving {rev} ({short(runtime.active.id)}) on http://{host}:{port}")
     runtime.follow()
