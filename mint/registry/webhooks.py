@@ -427,7 +427,8 @@ class Worker:
     def _run(self) -> None:
         import httpx
 
-        with httpx.Client(timeout=TIMEOUT, follow_redirects=False, trust_env=False) as client:
+        # trust_env: the process's HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE apply, as for curl.
+        with httpx.Client(timeout=TIMEOUT, follow_redirects=False) as client:
             failures = 0
             while not self._stop.is_set():
                 try:
