@@ -126,3 +126,32 @@ def test_canary_cli(two_sets, mint, repo):
     assert api.canary_of(repo, "macaron@production") is None
     hist = mint("history", "macaron@production")
     assert "canary-start" in hist.out and "canary-stop" in hist.out
+
+
+def test_concurrent_starts_leave_one_open_canary(two_sets, repo):
+    """Eight writers start a canary on one channel at once: one wins, seven are refused."""
+    import threading
+
+    ids = two_sets
+    barrier, results = threading.Barrier(8), []
+
+    def start(i: int) -> None:
+        barrier.wait()
+        try:
+            api.canary_start(repo, "macaron@production", ids["set2"], 0.1, by=f"w{i}")
+            results.append("started")
+        except CanaryOpen:
+            results.append("refused")
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["refused"] * 7 + ["started"]
+    with repo.db.read() as conn:
+        c = s.canaries.c
+        n = conn.execute(sa.select(sa.func.count()).where(c.stopped_at.is_(None))).scalar()
+    assert n == 1
+    starts = [m for m in api.history(repo, "macaron@production") if m.action == "canary-start"]
+    assert len(starts) == 1

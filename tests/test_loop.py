@@ -13,6 +13,8 @@ import pytest
 from loop_support import add_traces, build_set
 
 from mint import api
+from mint.gates.contracts import parse_contract
+from mint.ids import object_id
 
 from conftest import one_line_error, snapshot
 
@@ -167,3 +169,86 @@ def test_improve_cli(loop, mint, repo, models):
     one_line_error(mint("improve", "macaron", "--contract", "quality", "--canary", "1.5"))
     one_line_error(mint("improve", "nowhere", "--contract", "quality"), "holder")
     assert snapshot(repo) == before
+
+
+@pytest.mark.parametrize(
+    "live, expect",
+    [
+        ("min_score = 1.5", "live.min_score"),
+        ("max_drop = -0.1", "live.max_drop"),
+        ('min_score = "high"', "live.min_score"),
+        ("min_traces = 0", "live.min_traces"),
+        ("min_traces = 2.5", "live.min_traces"),
+        ("floor = 0.5", "unknown live key 'floor'"),
+    ],
+)
+def test_malformed_live_tables(mint, repo, tmp_path, live, expect):
+    path = tmp_path / "c.toml"
+    path.write_text(f'name = "q"\nchannel = "staging"\n[live]\n{live}\n')
+    before = snapshot(repo)
+    one_line_error(mint("contract", "add", path), expect)
+    path.write_text('name = "q"\nchannel = "staging"\nlive = 3\n')
+    one_line_error(mint("contract", "add", path), "[live] must be a table")
+    assert snapshot(repo) == before
+
+
+def test_live_table_is_kept_and_absent_means_unchanged(mint, repo, tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('name = "q"\nchannel = "staging"\n')
+    plain = api.contract_add(repo, path, by="a").contract
+    assert plain.live is None and mint("contract", "show", "q", "--json").json()["live"] is None
+    # without [live] the body, and so every existing contract's id, is what it was before
+    body = parse_contract(path.read_text())
+    assert "live" not in body and plain.id == object_id({"version": 1, "body": body})
+    path.write_text('name = "q"\nchannel = "staging"\n[live]\nmin_score = 0.4\nmin_traces = 7\n')
+    added = api.contract_add(repo, path, by="a")
+    assert added.created and added.contract.version == 2
+    assert added.contract.live == {"min_score": 0.4, "min_traces": 7}
+
+
+def test_improve_with_route_accuracy_from_the_runtime(mint, repo, tmp_path, tmp_path_factory):
+    """`--eval-data`: the CLI hands the loop the runtime's route-eval as its evaluator; the
+    trained router beats the degraded one that production serves."""
+    from mint.examples.demo import MOL as DEMO_MOL
+
+    from test_runtime_support import demo
+
+    files = demo(tmp_path_factory)
+    api.base_add(repo, "tiny-llama", files.base)
+    for label, folder in files.experts.items():
+        api.commit(repo, label, folder, label, author="a")
+        api.tag(repo, "v1", label, by="a")
+    degraded = api.commit(repo, "router", files.degraded_router, "degraded", author="a").id
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for src in (files.route_prompt, files.summary_prompt):
+        (folder / src.name).write_bytes(src.read_bytes())
+    (folder / "mol.toml").write_text(DEMO_MOL.format(router=degraded))
+    first = api.set_commit(repo, folder / "mol.toml", "degraded", author="a").id
+    api.promote(repo, first, "production", by="a")
+    good = api.commit(repo, "router", files.router, "trained", author="a").id
+    (tmp_path / "routing.toml").write_text(
+        'name = "routing"\nchannel = "staging"\n[[metric]]\nname = "route_accuracy"\nmin = 0.9\n'
+    )
+    api.contract_add(repo, tmp_path / "routing.toml", by="a")
+    r = mint(
+        "improve",
+        "macaron",
+        "--contract",
+        "routing",
+        "--eval-data",
+        files.heldout_data,
+        "--base-dir",
+        files.base,
+        "--line",
+        "router",
+        "--json",
+    )
+    assert r.code == 0, r
+    assert r.json()["outcome"] == "canary-started"
+    cand = api.canary_of(repo, "macaron@production").candidate
+    assert api.show(repo, cand).config["router"]["adapter"] == good
+    ev = api.evaluations_of(repo, cand)[-1]
+    assert (
+        ev.source == "route-eval" and ev.metrics["route_accuracy"] >= 0.9 and ev.by == "mint-loop"
+    )
