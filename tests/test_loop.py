@@ -252,3 +252,42 @@ def test_improve_with_route_accuracy_from_the_runtime(mint, repo, tmp_path, tmp_
     assert (
         ev.source == "route-eval" and ev.metrics["route_accuracy"] >= 0.9 and ev.by == "mint-loop"
     )
+
+
+def test_improve_watch_runs_rounds_as_commits_arrive(loop, repo, models):
+    """`--watch` in its own process: idle at first, it stages and canaries a router committed
+    while it runs, and Ctrl-C (SIGINT) ends it cleanly."""
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    ids, score_router = loop
+    argv = [sys.executable, "-m", "mint", "--repo", str(repo.root), "improve", "macaron"]
+    argv += ["--contract", "quality", "--watch", "--interval", "0.2"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
+    reader.start()
+
+    def wait_until(condition) -> None:
+        deadline = time.monotonic() + 90
+        while not condition() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert condition(), (lines, proc.poll())
+
+    try:
+        wait_until(lambda: any(": idle" in line for line in lines))
+        router2 = api.commit(repo, "router", models["a2"], "v2", author="al").id
+        score_router(router2, 0.8)
+        wait_until(lambda: api.canary_of(repo, "macaron@production") is not None)
+        wait_until(lambda: any(": canary-started" in line for line in lines))
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(timeout=10)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert api.canary_of(repo, "macaron@production").candidate != ids["set"]

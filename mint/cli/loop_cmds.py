@@ -117,6 +117,15 @@ def improve(
     evaluate = route_evaluator(eval_data, base_dir) if eval_data else None
     kwargs = dict(contract=contract_name, lines=lines, canary=fraction, min_traces=min_traces)
     kwargs |= dict(evaluate=evaluate)
+    try:
+        _rounds(repo, line, kwargs, as_json, interval if watch else None)
+    except KeyboardInterrupt:  # --watch ends here; each step of a round is its own
+        # transaction, and the next round resumes a round cut short (rounds are idempotent)
+        return
+
+
+def _rounds(repo, line, kwargs, as_json, interval) -> None:
+    """One round, or with INTERVAL one every INTERVAL seconds, printed when it differs."""
     shown = None
     while True:
         r = api.improve(repo, line, **kwargs)
@@ -125,12 +134,10 @@ def improve(
         elif (r.outcome, r.steps) != shown:
             _render(r)
         shown = (r.outcome, r.steps)
-        if not watch:
+        if interval is None:
             return
-        try:
-            time.sleep(interval)
-        except KeyboardInterrupt:
-            return
+        click.get_text_stream("stdout").flush()
+        time.sleep(interval)
 
 
 def register(cli: click.Group) -> None:
