@@ -43,20 +43,33 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 
 def pending_approvals(repo: Repo, ref: str, limit: int = LIMIT) -> list[PendingApproval]:
-    """Approvals for LINE@CHANNEL of commits other than its holder, newest first."""
+    """Approvals for LINE@CHANNEL of commits other than its holder, newest first.
+
+    The channel's approvals are read newest first in slices, each slice's commits looked up
+    by id: a channel's approvals are few beside a line's commits."""
     line, channel = split_ref(ref)
     a, c = s.approvals.c, s.commits.c
+    out: list[PendingApproval] = []
     with repo.db.read() as conn:
         holder = channel_holder(conn, line, channel)
-        q = (
-            sa.select(a.commit_id, a.by, a.at)
-            .join(s.commits, c.id == a.commit_id)
-            .where(c.line == line, a.channel == channel)
-        )
-        if holder is not None:
-            q = q.where(a.commit_id != holder)
-        found = conn.execute(q.order_by(a.id.desc()).limit(limit)).all()
-    return [PendingApproval(CommitId(r.commit_id), line, channel, r.by, iso(r.at)) for r in found]
+        q = sa.select(a.id, a.commit_id, a.by, a.at).where(a.channel == channel)
+        last = None
+        while len(out) < limit:
+            page = q.where(a.id < last) if last is not None else q
+            rows = conn.execute(page.order_by(a.id.desc()).limit(500)).all()
+            if not rows:
+                break
+            ids = {r.commit_id for r in rows} - {holder}
+            on_line = set(
+                conn.execute(sa.select(c.id).where(c.id.in_(ids), c.line == line)).scalars()
+            )
+            out += [
+                PendingApproval(CommitId(r.commit_id), line, channel, r.by, iso(r.at))
+                for r in rows
+                if r.commit_id in on_line
+            ]
+            last = rows[-1].id
+    return out[:limit]
 
 
 @router.get("/approvals", response_model=list_of(PendingApproval))

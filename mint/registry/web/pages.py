@@ -36,9 +36,9 @@ def page(request: Request, template: str, build: Callable[[Identity], dict]) -> 
 
 
 @router.get("/")
-def lines(request: Request, q: Text = "") -> Response:
+def lines(request: Request, q: Text = "", after: Text | None = None) -> Response:
     repo = request.app.state.repo
-    return page(request, "lines.html", lambda who: views.lines_page(repo, who, q.strip()))
+    return page(request, "lines.html", lambda who: views.lines_page(repo, who, q.strip(), after))
 
 
 @router.get("/line/{line:path}")

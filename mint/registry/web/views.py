@@ -3,58 +3,47 @@ same token checks): one function per page, returning the template's context."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from mint import api
 from mint.errors import RevisionNotFound
 from mint.ids import Kind, RefKind
 from mint.objects import CommitDetail, Evaluation
 from mint.registry.auth import check_line, check_rev, visible
 from mint.registry.tokens import Identity
-from mint.registry.web import evidence, lineage
+from mint.registry.web import evidence, lineage, queries
 from mint.registry.web.approvals import pending_approvals, split_ref
 from mint.repo import Repo
 
 PAGE = 50  # commits on a page of a line
+LINES = 100  # lines on a page of lines
 MOVES = 20  # moves on a page of a channel
 SORTS = {"name", "delta", "-delta"}
 
 
-def lines_page(repo: Repo, who: Identity, q: str) -> dict:
-    """Every line the token may read, filtered by Q (a part of the name), with its kind, head,
-    tags and channel holders."""
-    found = visible(who, api.ls(repo), lambda i: i.name)
+def lines_page(repo: Repo, who: Identity, q: str, after: str | None) -> dict:
+    """A page of the lines the token may read (after the name AFTER), filtered by Q (a part
+    of the name), with kind, head, newest tags and channel holders."""
     if q:
-        found = [i for i in found if q.casefold() in i.name.casefold()]
-    names = {i.name for i in found}
-    channels = {s.name: s.channels for s in api.status(repo) if s.name in names}
-    tags: dict[str, list[str]] = defaultdict(list)
-    for t in api.tag_list(repo):
-        if t.line in names:
-            tags[t.line].append(t.name)
+        found = [i for i in api.ls(repo, after=after) if q.casefold() in i.name.casefold()]
+        found = visible(who, found, lambda i: i.name)[: LINES + 1]
+    else:
+        found = visible(who, api.ls(repo, limit=LINES + 1, after=after), lambda i: i.name)
+    more = found[LINES - 1].name if len(found) > LINES else None
+    found = found[:LINES]
+    names = [i.name for i in found]
+    channels = queries.holders(repo, names)
+    tags = queries.newest_tags(repo, names)
     rows = [
-        {"line": i, "tags": tags.get(i.name, []), "channels": channels.get(i.name, {})}
+        {"line": i, "tags": tags.get(i.name, ([], 0)), "channels": channels.get(i.name, {})}
         for i in found
     ]
-    return {"rows": rows, "q": q}
-
-
-def _badges(repo: Repo, line: str) -> tuple[dict, dict]:
-    """Commit id -> tag names, and commit id -> channel names, on LINE."""
-    tags: dict[str, list[str]] = defaultdict(list)
-    channels: dict[str, list[str]] = defaultdict(list)
-    for t in api.tag_list(repo, line):
-        tags[t.target].append(t.name)
-    for c in api.tag_list(repo, line, RefKind.CHANNEL):
-        channels[c.target].append(c.name)
-    return tags, channels
+    return {"rows": rows, "q": q, "next": more, "first": after is None}
 
 
 def line_page(repo: Repo, who: Identity, line: str, after: str | None) -> dict:
     """One page of LINE's commits newest first, from its head or from the commit AFTER (the
     first of the page: keyset paging, one walk of at most PAGE + 1 commits)."""
     check_line(who, line)
-    info = next((i for i in api.ls(repo) if i.name == line), None)
+    info = queries.line_info(repo, line)
     if info is None:
         raise RevisionNotFound(line, "no such line")
     commits = api.log(repo, after or line, PAGE + 1) if info.head else []
@@ -62,7 +51,7 @@ def line_page(repo: Repo, who: Identity, line: str, after: str | None) -> dict:
         raise RevisionNotFound(after or line, f"not a commit of line {line}")
     more = commits[PAGE].id if len(commits) > PAGE else None
     commits = commits[:PAGE]
-    tags, channels = _badges(repo, line)
+    tags, channels = queries.badges(repo, line, [c.id for c in commits])
     return {
         "line": info,
         "commits": commits,
@@ -70,6 +59,7 @@ def line_page(repo: Repo, who: Identity, line: str, after: str | None) -> dict:
         "first": after is None,
         "tags": tags,
         "channels": channels,
+        "holders": api.tag_list(repo, line, RefKind.CHANNEL),
         "graph": lineage.layout(commits),
     }
 
