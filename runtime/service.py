@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 from pathlib import Path
 
 from mint import api
@@ -21,6 +22,8 @@ from mint.runtime.evaluate import RouteEval, evaluate_routes, read_records
 from mint.runtime.loader import SharedBase
 from mint.runtime.swap import Runtime
 from mint.runtime.traces import TraceRecorder
+
+log = logging.getLogger("mint.runtime")
 
 FALLBACK_POLL = 60.0  # seconds between checks of a channel followed through events
 
@@ -111,9 +114,23 @@ def open_runtime(
     )
     runtime.variant = variant_name(rev)
     runtime.recorder = recorder_for(repo, content=trace_content) if traces else None
+    runtime.canary_of = canary_reader(repo, rev)
     runtime.stage(spec)
     runtime.swap()
+    try:
+        runtime.poll_canary()
+    except Exception as exc:  # noqa: BLE001 - the holder serves; the follower tries again
+        log.warning("reading the canary of %s: %s", rev, exc)
     return runtime
+
+
+def canary_reader(repo, rev: str):
+    """`canary_of()` for a runtime following REV: the open canary of a channel in a local
+    repository; None (no split) for a registry, a tag or a line head."""
+    line, _, channel = rev.partition("@")
+    if getattr(repo, "is_remote", False) or not channel or any(c in rev for c in "~^"):
+        return None
+    return lambda: api.canary_of(repo, rev)
 
 
 def variant_name(rev: str) -> str:

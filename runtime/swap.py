@@ -40,6 +40,7 @@ from mint.runtime.pipeline import (
     run_turns,
 )
 from mint.runtime.residency import Slot, Tier
+from mint.runtime.split import CANARY, Split
 
 log = logging.getLogger("mint.runtime")
 
@@ -136,6 +137,8 @@ class Runtime:
         self._watcher: threading.Thread | None = None
         self.variant = "production"  # the holder's name in traces (open_runtime: the channel's)
         self.recorder = None  # a TraceRecorder, when turns are recorded (see `traces`)
+        self.canary_of: Callable[[], object | None] | None = None  # the open canary, if any
+        self._split: Split | None = None
 
     # --- serving ---------------------------------------------------------------------
 
@@ -159,9 +162,11 @@ class Runtime:
         split sends there; USER makes the choice sticky). Raises NotServing before the
         first swap."""
         with self._lock:
-            slot, variant = self._active, self.variant
+            slot, variant, split = self._active, self.variant, self._split
             if slot is None:
                 raise NotServing("no set version is being served")
+            if split is not None and split.takes(user):
+                slot, variant = split.slot, CANARY
             slot.leases += 1
         return Lease(self, slot, variant)
 
@@ -230,7 +235,7 @@ class Runtime:
     def leases(self) -> int:
         """How many requests hold a version now (queued or running)."""
         with self._lock:
-            slots = [self._active, self._staged, *self._tier.slots()]
+            slots = [self._active, self._staged, self._canary_slot(), *self._tier.slots()]
             return sum(slot.leases for slot in slots if slot is not None)
 
     def resident(self) -> list[str]:
@@ -247,7 +252,8 @@ class Runtime:
 
     def _retire(self, slot: Slot) -> None:
         """Move a slot that stopped serving or being staged to the tier (under the lock)."""
-        current = {s.engine.id for s in (self._active, self._staged) if s is not None}
+        serving = (self._active, self._staged, self._canary_slot())
+        current = {s.engine.id for s in serving if s is not None}
         if slot.engine.id in current:  # a second engine of a version that serves on
             self._tier.discard(slot)
         else:
@@ -260,6 +266,15 @@ class Runtime:
             victims = self._tier.victims(loaded)
         for slot in victims:
             slot.engine.close()
+
+    def _canary_slot(self) -> Slot | None:
+        return self._split.slot if self._split is not None else None
+
+    @property
+    def canary(self) -> Engine | None:
+        """The engine a canary's share of requests goes to (None without a canary)."""
+        split = self._split
+        return split.slot.engine if split is not None else None
 
     def _serving(self) -> tuple[str, str] | None:
         engine = self.active
@@ -359,7 +374,64 @@ class Runtime:
             and time.monotonic() - self._failed[1] < self.retry_after
         ):
             return False
+        split = self._split
+        if split is not None and split.canary.candidate == commit:
+            self.set_canary(None)  # promoted: its version moves to the tier, then serves all
         return self.update_to(commit)
+
+    def poll_canary(self) -> bool:
+        """Check the channel's canary once (`canary_of()`); start, change or end the split.
+        True when it changed. A candidate that fails to load leaves the holder serving all."""
+        if self.canary_of is None:
+            return False
+        canary, active, split = self.canary_of(), self.active, self._split
+        if canary is not None and active is not None and canary.candidate == active.id:
+            canary = None  # the holder is the candidate: there is nothing to split
+        if canary is None:
+            return self.set_canary(None)
+        if split is not None and split.key == (canary.id, canary.candidate):
+            split.canary = canary
+            return False
+        failed = self._failed
+        if failed and failed[0] == canary.candidate:
+            if time.monotonic() - failed[1] < self.retry_after:
+                return False
+        return self.set_canary(canary)
+
+    def set_canary(self, canary) -> bool:
+        """Serve CANARY's candidate beside the holder (None: end the split). Its version is
+        taken from the CPU tier when resident, else loaded and checked; on failure nothing
+        changes. True when the split changed."""
+        with self._change:
+            slot = None
+            if canary is not None:
+                try:
+                    slot = self._canary_version(canary.candidate)
+                except Exception:  # noqa: BLE001 - counted and logged by _record_failure
+                    return False
+            with self._lock:
+                old = self._split
+                self._split = Split(canary, slot) if slot is not None else None
+                if old is not None:
+                    self._retire(old.slot)
+            if old is None and slot is None:
+                return False
+            self._trim()
+            log.info("canary %s", canary.candidate[:12] if canary else "ended")
+            return True
+
+    def _canary_version(self, commit: str) -> Slot:
+        with self._lock:
+            slot = self._tier.take(commit)
+        if slot is not None:
+            return slot
+        started = time.perf_counter()
+        try:
+            spec = self.load_spec(commit)
+            return Slot(load_engine(self.base, spec, verify=self.verify))
+        except Exception as exc:
+            self._record_failure(commit, exc, time.perf_counter() - started)
+            raise
 
     def follow(self) -> None:
         """Start the thread that follows the channel (needs `resolve` and `load_spec`)."""
@@ -390,6 +462,7 @@ class Runtime:
                 return
             try:
                 self.poll()
+                self.poll_canary()
             except Exception as exc:  # noqa: BLE001 - a failing resolve must not end the follower
                 log.warning("following the channel: %s", exc)
 
@@ -414,8 +487,8 @@ class Runtime:
         if self.recorder is not None:
             self.recorder.close()
         with self._lock:
-            slots = [s for s in (self._active, self._staged) if s is not None]
-            self._active = self._staged = None
+            slots = [s for s in (self._active, self._staged, self._canary_slot()) if s]
+            self._active = self._staged = self._split = None
             for slot in slots:
                 self._tier.keep(slot)
             self._tier.max_adapters = 0
