@@ -21,6 +21,7 @@ import bench_runtime  # noqa: E402
 import bench_serving  # noqa: E402
 import bench_startup  # noqa: E402
 import bench_store  # noqa: E402
+import bench_web  # noqa: E402
 
 import _common as c  # noqa: E402
 
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     catalog = bench_catalog.main(extra)
     print("\n# bench_gates\n", flush=True)
     gates = bench_gates.main(extra)
+    print("\n# bench_web\n", flush=True)
+    web = bench_web.main([])
     print("\n# bench_runtime\n", flush=True)
     runtime = bench_runtime.main([])
     print("\n# bench_serving\n", flush=True)
@@ -53,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     print(bench_catalog.report(catalog))
     print()
     print(bench_gates.report(gates))
+    print()
+    print(bench_web.report(web))
     print()
     print(bench_runtime.report(runtime))
     print()
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             "store": store,
             "catalog": catalog,
             "gates": gates,
+            "web": web,
             "runtime": runtime,
             "serving": serving,
             "pull": pull,
