@@ -28,6 +28,7 @@ from registry import Registry, create_token, start_registry
 pytestmark = pytest.mark.xdist_group("web")
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+LONG = 53  # commits on the line `long`: a page of 50 and one of 3
 SCRIPT_MESSAGE = 'first <script>alert("x")</script> & <b>bold</b>'
 PRODUCTION = """
 name = "production"
@@ -151,6 +152,11 @@ def prepare(repo, models, folder: Path) -> dict[str, str]:
     (mol / "route.md").write_text("Route the request to one expert.\n")
     (mol / "summary.md").write_text("Summarise the turn.\n")
     ids["set"] = api.set_commit(repo, mol / "mol.toml", "the set", author="alice").id
+    long = variant(models["a1"], folder / "long", "r0")
+    for step in range(LONG):  # more commits than a page of a line holds
+        config = json.loads((long / "adapter_config.json").read_text())
+        (long / "adapter_config.json").write_text(json.dumps({**config, "revision": f"s{step}"}))
+        api.commit(repo, "long", long, f"step {step}", author="dave")
     return ids
 
 
@@ -234,7 +240,7 @@ def test_lines_page_shows_kinds_heads_tags_holders_and_filters_without_script(si
     rows = {
         r.get_attribute("data-line"): r for r in b.find_elements("css selector", "#lines tbody tr")
     }
-    assert sorted(rows) == ["chat", "coding", "macaron", "router"]
+    assert sorted(rows) == ["chat", "coding", "long", "macaron", "router"]
     chat = rows["chat"].text
     assert site.ids["c3"][:12] in chat and "v1" in chat and "production" in chat
     assert site.ids["c1"][:12] in chat  # the holder after the rollback
@@ -263,6 +269,26 @@ def test_line_page_lists_commits_newest_first_with_badges_and_lineage(site):
     assert len(svg.find_elements("css selector", "circle")) == 3
     assert len(svg.find_elements("css selector", "line")) == 2  # c3 -> c2 -> c1
     site.shot("line")
+
+
+def test_a_line_pages_its_commits_and_draws_edges_off_the_page(site):
+    site.sign_in("maint")
+    log = site.api().get("/api/v1/log", params={"rev": "long"}).json()
+    assert len(log) == LONG
+    b = site.open("/line/long")
+    first = [
+        r.get_attribute("data-commit") for r in b.find_elements("css selector", "#log tbody tr")
+    ]
+    assert first == [c["id"] for c in log[:50]]
+    assert len(b.find_elements("css selector", "#lineage line.off")) == 1
+    b.find_element("id", "older").click()
+    wait_for(b, lambda: "after=" in b.current_url)
+    second = [
+        r.get_attribute("data-commit") for r in b.find_elements("css selector", "#log tbody tr")
+    ]
+    assert second == [c["id"] for c in log[50:]] and second[0] == log[49]["parents"][0]
+    assert b.find_elements("id", "older") == [] and b.find_element("id", "newest")
+    assert b.find_elements("css selector", "#lineage line.off") == []
 
 
 def test_commit_page_shows_files_peft_provenance_meta_and_evaluations(site):
@@ -336,6 +362,12 @@ def test_channel_page_shows_the_timeline_newest_first_with_evidence(site):
     assert ids["c1"][:12] in b.find_element("id", "holder").text
     assert ids["c3"][:12] in b.find_element("id", "candidate").text
     site.shot("channel")
+    # The page's JSON twin answers the same view.
+    view = site.api("reader").get("/api/v1/channel", params={"ref": "chat@production"}).json()
+    assert [e["move"]["id"] for e in view["moves"]] == [m["id"] for m in moves][::-1]
+    assert (view["holder"], view["head"], view["gate"]["ok"]) == (ids["c1"], ids["c3"], True)
+    evidence = view["moves"][1]["evidence"][0]
+    assert evidence["evaluation"]["contract"] == "production" and evidence["checks"][0]["ok"]
 
 
 # --- actions ----------------------------------------------------------------------------

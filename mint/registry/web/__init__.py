@@ -8,12 +8,13 @@ from fastapi import FastAPI
 
 
 def install(app: FastAPI) -> None:
-    """Add the pages (kept out of `/openapi.json`) and the JSON route they need beyond the
-    API's own (`GET /api/v1/approvals`, and `GET /api/v1/datasets/{id}` unless the
-    application has it already)."""
-    from mint.registry.web import actions, approvals, datasets, pages
+    """Add the pages (kept out of `/openapi.json`) and the JSON routes they need beyond the
+    API's own: `GET /api/v1/approvals`, `GET /api/v1/channel`, and `GET /api/v1/datasets/{id}`
+    unless the application has it already."""
+    from mint.registry.web import actions, approvals, channel_api, datasets, pages
 
     app.include_router(approvals.router)
+    app.include_router(channel_api.router)
     if not any(getattr(r, "path", "") == "/api/v1/datasets/{dataset_id}" for r in app.routes):
         app.include_router(datasets.router)
     app.include_router(pages.router)

@@ -6,16 +6,16 @@ from __future__ import annotations
 from mint import api
 from mint.errors import RevisionNotFound
 from mint.ids import Kind, RefKind
-from mint.objects import CommitDetail, Evaluation
+from mint.objects import CommitDetail
 from mint.registry.auth import check_line, check_rev, visible
 from mint.registry.tokens import Identity
-from mint.registry.web import evidence, lineage, queries
-from mint.registry.web.approvals import pending_approvals, split_ref
+from mint.registry.web import lineage, queries
+from mint.registry.web.channel_api import channel_view
 from mint.repo import Repo
 
 PAGE = 50  # commits on a page of a line
-LINES = 100  # lines on a page of lines
-MOVES = 20  # moves on a page of a channel
+LINES = 50  # lines on a page of lines
+MOVES = 20  # moves on a page of a channel (as GET /api/v1/channel)
 SORTS = {"name", "delta", "-delta"}
 
 
@@ -128,25 +128,6 @@ def diff_page(repo: Repo, who: Identity, a: str, b: str, sort: str) -> dict:
 
 def channel_page(repo: Repo, who: Identity, ref: str, before: int | None) -> dict:
     """LINE@CHANNEL: its holder, a page of its moves newest first with the evidence of each,
-    the pending approvals, and the gate for the line's head when it does not hold it."""
-    line, channel = split_ref(ref)
-    check_line(who, line)
-    moves = list(reversed(api.history(repo, ref, n=MOVES, before=before)))
-    holder = next(
-        (c.target for c in api.tag_list(repo, line, RefKind.CHANNEL) if c.name == channel), None
-    )
-    head = api.resolve(repo, line)
-    gate = api.gate(repo, head, channel) if head != holder else None
-    cache: dict[str, list[Evaluation]] = {}
-    return {
-        "line": line,
-        "channel": channel,
-        "ref": ref,
-        "holder": holder,
-        "head": head,
-        "gate": gate,
-        "moves": [(m, evidence.of_move(repo, m, cache)) for m in moves],
-        "older": moves[-1].id if len(moves) == MOVES else None,
-        "first": before is None,
-        "pending": pending_approvals(repo, ref, 20),
-    }
+    the pending approvals, and the gate for the line's head when it does not hold it (the
+    same view as `GET /api/v1/channel`)."""
+    return {"v": channel_view(repo, who, ref, MOVES, before), "ref": ref, "first": before is None}

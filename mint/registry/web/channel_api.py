@@ -1,0 +1,92 @@
+"""`GET /api/v1/channel`: everything the channel page shows, as JSON: the holder, the line's
+head against the channel's gate, a page of moves newest first with the evidence of each (its
+evaluations and their metric table as the gate saw it), and the pending approvals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from mint import api
+from mint.ids import RefKind
+from mint.objects import Check, Evaluation, GateReport, Move
+from mint.registry.auth import Reader, RepoDep, check_line
+from mint.registry.models import Rev
+from mint.registry.render import MintJSON, answer
+from mint.registry.schemas import ERROR_RESPONSES, model_of
+from mint.registry.tokens import Identity
+from mint.registry.web import evidence
+from mint.registry.web.approvals import PendingApproval, pending_approvals, split_ref
+from mint.repo import Repo
+
+router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["reads"])
+MOVES = 20
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One evaluation a move rested on, with its metric checks against the replaced holder."""
+
+    evaluation: Evaluation
+    checks: list[Check]
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    move: Move
+    evidence: list[Evidence]
+
+
+@dataclass(frozen=True)
+class ChannelView:
+    line: str
+    channel: str
+    holder: str | None
+    head: str
+    gate: GateReport | None  # the head against the channel, when the head does not hold it
+    moves: list[TimelineEntry]  # newest first
+    older: int | None  # `before` for the next (older) page; None: this page is the oldest
+    pending: list[PendingApproval]
+
+
+def channel_view(
+    repo: Repo, who: Identity, ref: str, n: int = MOVES, before: int | None = None
+) -> ChannelView:
+    """LINE@CHANNEL as its page shows it: a page of N moves (before the entry BEFORE)."""
+    line, channel = split_ref(ref)
+    check_line(who, line)
+    moves = list(reversed(api.history(repo, ref, n=n, before=before)))
+    holder = next(
+        (c.target for c in api.tag_list(repo, line, RefKind.CHANNEL) if c.name == channel), None
+    )
+    head = api.resolve(repo, line)
+    cache: dict = {}
+    timeline = [
+        TimelineEntry(m, [Evidence(e, c) for e, c in evidence.of_move(repo, m, cache)])
+        for m in moves
+    ]
+    return ChannelView(
+        line,
+        channel,
+        holder,
+        head,
+        api.gate(repo, head, channel) if head != holder else None,
+        timeline,
+        moves[-1].id if len(moves) == n else None,
+        pending_approvals(repo, ref, 20),
+    )
+
+
+@router.get("/channel", response_model=model_of(ChannelView))
+def channel(
+    repo: RepoDep,
+    who: Reader,
+    ref: Annotated[Rev, Query(description="LINE@CHANNEL")],
+    n: Annotated[int, Query(ge=1, le=1000, description="moves on the page")] = MOVES,
+    before: Annotated[
+        int | None, Query(ge=0, le=2**62, description="moves before this entry")
+    ] = None,
+) -> MintJSON:
+    return answer(channel_view(repo, who, ref, n, before))
