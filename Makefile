@@ -6,7 +6,7 @@ STAMP := $(VENV)/.mint-installed
 # Tests run in parallel, one worker per core (at most 4); `make test PYTEST_WORKERS=0` runs them serially.
 PYTEST_WORKERS ?= $(shell n=$$(nproc); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: demo browser test lint fuzz bench clean
+.PHONY: demo demo-loop browser test lint fuzz bench clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml setup.py
 
 demo: $(STAMP)
 	$(PY) -m mint.examples.demo
+
+# Learning from deployment: traces, feedback, retraining, gate, canary, promotion; two rounds.
+demo-loop: $(STAMP)
+	$(PY) -m mint.examples.loop
 
 # The browser tests (tests/test_web.py) drive Debian's Chromium; nothing downloads a browser.
 browser:

@@ -53,22 +53,33 @@ SUMMARY_PROMPT = "summarize the turn ."
 Example = tuple[list[int], list[int]]  # (prompt ids, target ids the loss is taken on)
 
 
-def synthetic_request(label: str, rng: random.Random) -> str:
-    """One request: 2-4 topic words of `label` among 1-3 filler words, shuffled."""
-    words = rng.sample(TOPICS[label], rng.randint(2, 4)) + rng.sample(FILLER, rng.randint(1, 3))
+def synthetic_request(
+    label: str, rng: random.Random, topics: dict[str, Sequence[str]] = TOPICS
+) -> str:
+    """One request: 2-4 topic words of `label` (from `topics`) among 1-3 filler words, shuffled."""
+    words = rng.sample(topics[label], rng.randint(2, 4)) + rng.sample(FILLER, rng.randint(1, 3))
     rng.shuffle(words)
     return " ".join(words) + rng.choice([" ?", " .", ""])
 
 
-def synthetic_requests(n: int, *, seed: int = 0, labels: Sequence[str] = LABELS) -> list[dict]:
-    """`n` labelled requests, cycling through the labels: `{"messages": [...], "label": ...}`."""
+def synthetic_requests(
+    n: int,
+    *,
+    seed: int = 0,
+    labels: Sequence[str] = LABELS,
+    topics: dict[str, Sequence[str]] = TOPICS,
+) -> list[dict]:
+    """`n` labelled requests, cycling through the labels: `{"messages": [...], "label": ...}`.
+
+    `topics` gives each label's words (default: all of them; the loop demo passes subsets,
+    its phrasing families)."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         label = labels[i % len(labels)]
         out.append(
             {
-                "messages": [{"role": "user", "content": synthetic_request(label, rng)}],
+                "messages": [{"role": "user", "content": synthetic_request(label, rng, topics)}],
                 "label": label,
             }
         )
@@ -278,6 +289,32 @@ def mislabel(records: Sequence[dict], swap: dict[str, str]) -> list[dict]:
     return [{**r, "label": swap.get(r["label"], r["label"])} for r in records]
 
 
+def train_experts(
+    base: Path, out: Path, records: Sequence[dict], *, model: Any, seed: int = 0, steps: int = 100
+) -> dict[str, Path]:
+    """The four specialists, one folder each under `out`; `chat` also writes summaries."""
+    settings = TrainSettings(steps=steps, seed=seed)
+    return {
+        label: train_expert(
+            base,
+            out / label,
+            label,
+            records,
+            model=model,
+            settings=settings,
+            summary_prompt=SUMMARY_PROMPT if label == "chat" else None,
+        )
+        for label in LABELS
+    }
+
+
+def write_prompts(out: Path) -> tuple[Path, Path]:
+    """The route and summary prompt files a set commits beside its mol.toml."""
+    (out / "route.md").write_text(ROUTE_PROMPT + "\n")
+    (out / "summary.md").write_text(SUMMARY_PROMPT + "\n")
+    return out / "route.md", out / "summary.md"
+
+
 @dataclass(frozen=True)
 class DemoFiles:
     """Everything `build_demo` wrote: the base, adapter folders, prompt files and data."""
@@ -310,29 +347,16 @@ def build_demo(
     router = train_router(base, out / "router", records, model=model, settings=settings)
     swapped = mislabel(records, {"coding": "ui", "ui": "coding"})
     degraded = train_router(base, out / "router-degraded", swapped, model=model, settings=settings)
-    expert_settings = TrainSettings(steps=100, seed=seed)
-    experts = {
-        label: train_expert(
-            base,
-            out / label,
-            label,
-            records,
-            model=model,
-            settings=expert_settings,
-            summary_prompt=SUMMARY_PROMPT if label == "chat" else None,
-        )
-        for label in LABELS
-    }
-    (out / "route.md").write_text(ROUTE_PROMPT + "\n")
-    (out / "summary.md").write_text(SUMMARY_PROMPT + "\n")
+    experts = train_experts(base, out, records, model=model, seed=seed)
+    route_prompt, summary_prompt = write_prompts(out)
     heldout = synthetic_requests(n_heldout, seed=seed + 2)
     return DemoFiles(
         base=base,
         router=router,
         experts=experts,
         degraded_router=degraded,
-        route_prompt=out / "route.md",
-        summary_prompt=out / "summary.md",
+        route_prompt=route_prompt,
+        summary_prompt=summary_prompt,
         train_data=write_jsonl(records, out / "train.jsonl"),
         heldout_data=write_jsonl(heldout, out / "heldout.jsonl"),
     )
