@@ -63,6 +63,9 @@ prompt = "summary.md"
 """
 
 
+PROVENANCE = {"source": "hf", "repo": "acme/chat-lora", "revision": "v2", "sha": "ab" * 20}
+
+
 @dataclass
 class Site:
     server: Registry
@@ -122,15 +125,18 @@ def prepare(repo, models, folder: Path) -> dict[str, str]:
     """Lines chat (three commits), coding, router and the set macaron; chat@v1; contracts;
     evaluations; chat@production promoted twice and rolled back once."""
     api.base_add(repo, "tiny-llama", models["base"])
-    meta = {"data": "0123456789abcdef", "lr": 0.001, "steps": 40}
+    dataset = api.traces_export(repo, folder / "traces.jsonl", by="alice")  # (no traces yet)
+    meta = {"data": dataset.id, "lr": 0.001, "steps": 40}
     ids = {"c1": api.commit(repo, "chat", models["a1"], SCRIPT_MESSAGE, author="alice", meta=meta)}
-    ids["c2"] = api.commit(repo, "chat", models["a2"], "second", author="bob")
+    ids["c2"] = api.commit(
+        repo, "chat", models["a2"], "second", author="bob", provenance=PROVENANCE
+    )
     ids["c3"] = api.commit(
         repo, "chat", variant(models["a2"], folder / "v3", "r3"), "third", author="carol"
     )
     ids["coding"] = api.commit(repo, "coding", models["a3"], "coder", author="bob")
     ids["router"] = api.commit(repo, "router", models["a1"], "router", author="alice")
-    ids = {k: v.id for k, v in ids.items()}
+    ids = {k: v.id for k, v in ids.items()} | {"dataset": dataset.id}
     api.tag(repo, "chat@v1", ids["c1"], by="alice", message="the first")
     api.tag(repo, "router@v1", ids["router"], by="alice")
     for name, text in (("production", PRODUCTION), ("release", RELEASE)):
@@ -306,11 +312,18 @@ def test_commit_page_shows_files_peft_provenance_meta_and_evaluations(site):
     peft = b.find_element("id", "peft").text
     assert str(detail["peft"]["r"]) in peft
     meta = b.find_element("id", "meta").text
-    assert "0123456789abcdef" in meta and "0.001" in meta
+    assert site.ids["dataset"] in meta and "0.001" in meta and "chat export, 0 records" in meta
+    link = b.find_element("id", "dataset").get_attribute("href")
+    assert link.endswith(f"/api/v1/datasets/{site.ids['dataset']}")
+    dataset = site.api("reader").get(link)
+    assert dataset.status_code == 200 and dataset.json()["id"] == site.ids["dataset"]
     evaluation = b.find_element("css selector", ".evaluation").text
     assert "production v1" in evaluation and "0.71" in evaluation
     assert "v1" in b.find_element("css selector", "p.meta").text
     site.shot("commit")
+    b = site.open(f"/commit/{site.ids['c2']}")
+    provenance = b.find_element("id", "provenance").text
+    assert all(str(v) in provenance for v in PROVENANCE.values()), provenance
 
 
 def test_set_page_links_each_member(site):
