@@ -75,3 +75,33 @@ def test_wheel_holds_every_package_and_runs(wheel_venv, tmp_path):
     assert upgrade.returncode == 0 and "schema at" in upgrade.stdout, upgrade.stderr
     ls = run(wheel_venv, "--repo", tmp_path / "r", "ls", "--json", cwd=tmp_path)
     assert ls.returncode == 0 and ls.stdout.strip() == "[]", ls.stderr
+
+
+WEB_CHECK = """
+import sys
+from fastapi.testclient import TestClient
+from mint import api
+from mint.registry.app import create_app
+from mint.registry.tokens import token_create
+from mint.registry.web import render
+
+repo, _ = api.init(sys.argv[1])
+client = TestClient(create_app(repo))
+client.cookies.set("mint_session", token_create(repo, "t", "reader", by="t").token)
+page, css = client.get("/"), client.get("/static/style.css")
+assert page.status_code == 200 and "<h1>Lines</h1>" in page.text, page.text[:300]
+assert css.status_code == 200 and "timeline" in css.text
+print(render.TEMPLATES)
+"""
+
+
+def test_wheel_holds_the_web_pages_templates(wheel_venv, tmp_path):
+    done = subprocess.run(
+        [wheel_venv / "bin" / "python", "-c", WEB_CHECK, tmp_path / "r"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert str(wheel_venv) in done.stdout and str(ROOT) not in done.stdout
