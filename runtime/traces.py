@@ -60,8 +60,8 @@ class TraceRecorder:
         *,
         feedback: Callable[..., Any] | None = None,
         content: bool = True,
-        interval: float = 0.2,
-        batch: int = 64,
+        interval: float = 0.5,
+        batch: int = 256,
         max_pending: int = 10_000,
     ):
         """`write(rows)` stores a batch; `feedback(trace_id, score, label, by=...)` records
