@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from mint import api
+from mint.cli import run_in_process
 
 from pgdb import pg_database
 from registry import Registry, create_token, start_registry
@@ -68,6 +69,7 @@ PROVENANCE = {"source": "hf", "repo": "acme/chat-lora", "revision": "v2", "sha":
 
 @dataclass
 class Site:
+    root: Path
     server: Registry
     tokens: dict[str, str]
     ids: dict[str, str]
@@ -205,7 +207,7 @@ def site(request, tmp_path_factory, models):
         stack.callback(server.stop)
         screens = folder / "screens"
         screens.mkdir()
-        s = Site(server, tokens, ids, screens)
+        s = Site(repo.root, server, tokens, ids, screens)
         stack.callback(lambda: [c.close() for c in s.clients.values()])
         profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=folder))
         s.browser = chromium(profile)
@@ -489,6 +491,23 @@ def test_a_reader_sees_no_action_and_its_posts_are_refused(site):
         )
         assert answer.status_code == 403
     assert holder(site) == before
+
+
+def test_sign_out_forgets_the_session_and_a_revoked_token_is_signed_out(site):
+    site.sign_in("maint")
+    b = site.browser
+    b.find_element("css selector", "header form button").click()
+    wait_for(b, lambda: "/signin" in b.current_url)
+    assert b.get_cookie("mint_session") is None
+    site.open("/")
+    assert "/signin" in b.current_url
+    site.tokens["brief"] = create_token(site.root, "brief", "maintainer")
+    site.sign_in("brief")
+    assert (
+        run_in_process(["--repo", str(site.root), "registry", "token", "revoke", "brief"])[0] == 0
+    )
+    site.open("/line/chat")
+    assert "/signin" in b.current_url
 
 
 def test_pages_are_not_in_the_openapi_schema_but_their_json_is(site):
