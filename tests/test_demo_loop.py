@@ -72,11 +72,17 @@ def test_production_history_shows_the_loops_promotions_with_evidence(loop_run):
     sets = [r["set"] for r in summary["rounds"]]
     promotions = [m for m in moves if m.action == "promote" and m.to in sets[1:]]
     assert [m.to for m in promotions] == sets[1:]
+    contract = api.contract_show(repo, "staging")
     for move in promotions:
-        assert move.by == summary["loop_identity"], move
-        assert move.by != "alice"  # the person who bootstrapped the repository
-        assert move.contract and move.contract.startswith("production")
-        assert move.evaluations, move
+        assert move.by == summary["loop_identity"] == "mint-loop", move
+        # the evidence: the contract it passed, its evaluation, and the live numbers
+        assert move.contract == contract.id and move.evaluations, move
+        assert "live: canary mean" in move.reason, move
+    # each promotion followed a canary the loop started and stopped as promoted
+    canaries = [(m.action, m.to, m.by) for m in moves if m.action.startswith("canary")]
+    for promoted in sets[1:]:
+        assert ("canary-start", promoted, "mint-loop") in canaries
+        assert ("canary-stop", promoted, "mint-loop") in canaries
     assert api.resolve(repo, "macaron@production") == sets[2]
 
 
