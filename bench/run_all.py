@@ -15,7 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_catalog  # noqa: E402
+import bench_follow  # noqa: E402
 import bench_gates  # noqa: E402
+import bench_hubproto  # noqa: E402
 import bench_pull  # noqa: E402
 import bench_runtime  # noqa: E402
 import bench_serving  # noqa: E402
@@ -50,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     pull = bench_pull.run()
     print("\n# bench_startup\n", flush=True)
     startup = bench_startup.main([])
+    print("\n# bench_hubproto\n", flush=True)
+    hubproto = bench_hubproto.main([])
+    print("\n# bench_follow\n", flush=True)
+    follow = bench_follow.main([])
     print("\n# Summary\n")
     print(bench_store.report({**store, "profiles": {}}))
     print()
@@ -64,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     print(bench_serving.report(serving))
     print()
     print(bench_startup.report(startup))
+    print()
+    print(bench_hubproto.report(hubproto))
+    print()
+    print(bench_follow.report(follow))
     print(
         f"\npull: mint {pull['mint_median_s']:.2f} s, snapshot_download alone "
         f"{pull['download_median_s']:.2f} s, "
@@ -80,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             "serving": serving,
             "pull": pull,
             "startup": startup,
+            "hubproto": hubproto,
+            "follow": follow,
         },
     )
     print(f"\n({time.perf_counter() - t0:.0f} s in all; JSON under bench/out/)")
