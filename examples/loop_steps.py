@@ -149,6 +149,7 @@ def version(loop: Loop, router: Path, experts: dict[str, Path], out: Path) -> No
     (setdir / "mol.toml").write_text(MOL.format(router="router"))
     d.mint("set", "commit", setdir / "mol.toml", "-m", "macaron with router v0")
     (d.work / "staging.toml").write_text(CONTRACT_TOML)
+    print("\n$ cat staging.toml\n" + "".join(f"  {line}\n" for line in CONTRACT_TOML.splitlines()))
     d.mint("contract", "add", d.work / "staging.toml")
     gate_data = loop.data.gate
     d.mint("route-eval", SET, "--data", gate_data, "--contract", CONTRACT, lines=3)
@@ -172,9 +173,11 @@ def traffic(loop: Loop, number: int) -> tuple[Tally, str]:
         f"Round {number}: {TRAFFIC} user requests (phrasings {'+'.join(families)}) with feedback",
     )
     since = utcnow().isoformat()
-    tally = loop.users.phase(TRAFFIC, families, seed=100 + number)
+    tally = loop.users.phase(TRAFFIC, families, seed=100 + number, show=4 if number == 0 else 0)
     served = ", ".join(f"{k[:12]}: {v}" for k, v in tally.by_set.items())
     print(f"  routed right {tally.right}/{tally.requests} (served by {served})")
+    if number == 0:
+        loop.d.mint("traces", "ls", "-n", "3")
     return tally, since
 
 
@@ -222,6 +225,7 @@ def improve_round(loop: Loop, number: int) -> None:
     folder = train_router(loop, loop.d.work / "train" / f"router-{number}", records)
     message = f"router v{number}: seed + {dataset['records']} traces with feedback"
     commit_router(loop, folder, message, dataset, len(records))
+    loop.d.mint("show", "router", lines=8)
     loop.d.mint("candidates", PRODUCTION, "--line", "router")
     title(
         loop, f"Round {number}: mint improve evaluates the candidate, stages it, starts a canary"

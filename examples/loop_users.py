@@ -97,18 +97,18 @@ class Users:
         self.rng = random.Random(seed)
         self.failures = 0
 
-    def phase(self, n: int, families: str, seed: int, *, until=None) -> Tally:
+    def phase(self, n: int, families: str, seed: int, *, until=None, show: int = 0) -> Tally:
         """Send N requests drawn from FAMILIES (more, up to 4N, while `until()` is false,
-        checked every 20 requests); returns what they saw."""
+        checked every 20 requests) and print the first SHOW turns; returns what they saw."""
         tally = Tally()
         pool = requests_of(4 * n, families, seed)
         for i, record in enumerate(pool):
             if i >= n and (until is None or (i % 20 == 0 and until())):
                 break
-            self.turn(record, tally)
+            self.turn(record, tally, show=i < show)
         return tally
 
-    def turn(self, record: dict, tally: Tally) -> None:
+    def turn(self, record: dict, tally: Tally, *, show: bool = False) -> None:
         user = f"user-{self.rng.randrange(self.n_users)}"
         body = {"model": self.model, "messages": record["messages"], "max_tokens": 4}
         reply = self._post("/v1/chat/completions", body | {"user": user})
@@ -120,6 +120,12 @@ class Users:
             feedback["label"] = record["label"]
         self._post("/v1/feedback", feedback)
         tally.add(reply["mint"]["set"], right, score)
+        if show:
+            text = record["messages"][-1]["content"]
+            print(
+                f"  {user:>8} [{record['family']}] {text!r}: routed to {route}"
+                f" -> feedback {json.dumps({k: v for k, v in feedback.items() if k != 'id'})}"
+            )
 
     def _post(self, path: str, body: dict) -> dict:
         r = self.client.post(path, json=body)
