@@ -12,7 +12,10 @@ The demo's trained MoL (two sets: the good and the degraded router) is committed
 SQLite repository behind a real `mint registry serve`; the servers are the installed console
 script with a reader token in MINT_TOKEN; moves are made through mint.api on the repository.
 
-    python bench/bench_follow.py [--moves 10] [--clients 1] [--max-tokens 8]
+Each server runs torch on one thread (OMP_NUM_THREADS=1): two servers on a two-core machine
+oversubscribe it otherwise.
+
+    python bench/bench_follow.py [--moves 10] [--clients 1] [--max-tokens 8] [--threads 1]
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ def measure(repo, sets, followers, load, health, moves: int) -> list[dict]:
     return rows
 
 
-def run(moves: int = 10, clients: int = 1, max_tokens: int = 8) -> dict:
+def run(moves: int = 10, clients: int = 1, max_tokens: int = 8, threads: int = 1) -> dict:
     import test_follow
 
     test_follow.BODY = {**test_follow.BODY, "max_tokens": max_tokens}
@@ -139,7 +142,12 @@ def run(moves: int = 10, clients: int = 1, max_tokens: int = 8) -> dict:
             for n in range(2):
                 followers.append(
                     start_follower(
-                        registry.url, token, "macaron@production", files.base, tmp / f"f{n}"
+                        registry.url,
+                        token,
+                        "macaron@production",
+                        files.base,
+                        tmp / f"f{n}",
+                        {"OMP_NUM_THREADS": str(threads)},
                     )
                 )
             load = Load([f.url for f in followers], clients).start()
@@ -204,8 +212,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--moves", type=int, default=10)
     p.add_argument("--clients", type=int, default=1, help="load clients per server")
     p.add_argument("--max-tokens", type=int, default=8, help="of each chat request")
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch threads of each server (OMP_NUM_THREADS)"
+    )
     args = p.parse_args(argv)
-    r = run(args.moves, args.clients, args.max_tokens)
+    r = run(args.moves, args.clients, args.max_tokens, args.threads)
     print(report(r))
     c.write_json("bench_follow", r)
     return r
