@@ -30,7 +30,7 @@ SET = "macaron"
 PRODUCTION = f"{SET}@production"
 CONTRACT = "staging"  # the contract of the channel candidates reach first
 CANARY = 0.2
-MIN_TRACES = 15  # canary traces with feedback before the loop decides
+MIN_TRACES = 20  # canary traces with feedback before the loop decides
 TRAFFIC = 80  # requests in each round's phase of plain production traffic
 ROUTER = dict(steps=200, batch_size=32)  # a few seconds on one core
 # The users' phrasing families in each round: B is in use from the start, C from round 1.
