@@ -56,15 +56,18 @@ class Follower:
                 self.process.wait()
 
 
-def start_follower(registry_url: str, token: str, rev: str, base_dir, folder: Path) -> Follower:
+def start_follower(
+    registry_url: str, token: str, rev: str, base_dir, folder: Path, env: dict | None = None
+) -> Follower:
     """`mint --repo REGISTRY_URL serve REV --base-dir BASE_DIR --port P` (the installed
-    console script), the token in MINT_TOKEN; returns once /healthz answers."""
+    console script), the token in MINT_TOKEN, ENV added; returns once /healthz answers."""
     mint = Path(sys.executable).parent / "mint"
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = folder / f"serve-{port}.log"
     argv = [str(mint), "--repo", registry_url, "serve", rev, "--base-dir", str(base_dir)]
-    env = {**os.environ, "MINT_TOKEN": token, "XDG_CONFIG_HOME": str(folder / "config")}
+    env = {**os.environ, **(env or {}), "MINT_TOKEN": token}
+    env["XDG_CONFIG_HOME"] = str(folder / "config")
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [*argv, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env
