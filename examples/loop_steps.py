@@ -231,9 +231,13 @@ def improve_round(loop: Loop, number: int) -> None:
         loop, f"Round {number}: mint improve evaluates the candidate, stages it, starts a canary"
     )
     expect(improve(loop, number), "canary-started")
-    canary_traffic(loop, number)
-    title(loop, f"Round {number}: mint improve judges the canary on live feedback")
-    expect(improve(loop, number), "promoted")
+    for _ in range(3):  # more traffic while the loop waits for enough traces
+        canary_traffic(loop, number)
+        title(loop, f"Round {number}: mint improve judges the canary on live feedback")
+        result = improve(loop, number)
+        if result["outcome"] != "waiting":
+            break
+    expect(result, "promoted")
     loop.server.wait_for(loop.d.mint("show", PRODUCTION, "--json", show=False)[1], 30)
 
 
