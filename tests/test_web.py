@@ -319,6 +319,8 @@ def test_commit_page_shows_files_peft_provenance_meta_and_evaluations(site):
     assert link.endswith(f"/api/v1/datasets/{site.ids['dataset']}")
     dataset = site.api("reader").get(link)
     assert dataset.status_code == 200 and dataset.json()["id"] == site.ids["dataset"]
+    unknown = site.api("reader").get(f"/api/v1/datasets/{'0' * 64}")
+    assert unknown.status_code == 404, unknown.text
     evaluation = b.find_element("css selector", ".evaluation").text
     assert "production v1" in evaluation and "0.71" in evaluation
     assert "v1" in b.find_element("css selector", "p.meta").text

@@ -33,6 +33,7 @@ def status_table() -> dict[type[BaseException], int]:
         e.Forbidden: 403,
         e.RevisionNotFound: 404,
         e.UnknownToken: 404,
+        e.DatasetNotFound: 404,
         e.TokenExists: 409,
         e.BlobMissing: 404,
         e.RefConflict: 409,
