@@ -32,6 +32,9 @@ POLL = 0.2  # seconds between looks at the table
 HEARTBEAT = 15.0  # seconds between comments when nothing moves
 BATCH = 500  # rows read per look
 TYPES = {RefKind.CHANNEL: "channel.moved", RefKind.TAG: "tag.moved", RefKind.HEAD: "line.pushed"}
+CANARY_TYPES = {Action.CANARY_START: "canary.started", Action.CANARY_STOP: "canary.stopped"}
+# Every type an event may have (webhooks filter on these).
+EVENT_TYPES = (*TYPES.values(), *CANARY_TYPES.values())
 
 
 def rows_after(repo: Repo, after: int) -> list:
@@ -49,7 +52,7 @@ def event_of(row) -> dict:
     data |= {"action": row.action, "by": row.by}
     kind = TYPES.get(row.kind, "ref.moved")
     if row.kind == RefKind.CANARY:
-        kind = "canary.started" if row.action == Action.CANARY_START else "canary.stopped"
+        kind = CANARY_TYPES.get(row.action, "canary.stopped")
     return {"id": row.id, "type": kind, "at": at, "data": data}
 
 

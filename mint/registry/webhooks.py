@@ -36,13 +36,11 @@ from mint import schema as s
 from mint.db import insert_new
 from mint.errors import InvalidName, InvalidWebhookUrl, UnknownWebhook
 from mint.ids import as_utc, iso, utcnow
-from mint.registry.routes_events import TYPES, event_of, rows_after
+from mint.registry.routes_events import EVENT_TYPES, event_of, rows_after
 from mint.repo import Repo
 
 log = logging.getLogger("mint.registry")
 
-# channel.moved, tag.moved, line.pushed, and the two that `event_of` names canary moves
-EVENT_TYPES = (*TYPES.values(), "canary.started", "canary.stopped")
 MAX_ATTEMPTS = 8
 BACKOFF = 1.0  # seconds before the first retry; doubled for each one after
 BACKOFF_MAX = 300.0
