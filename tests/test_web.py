@@ -233,7 +233,8 @@ def test_a_page_needs_a_session_and_sign_in_refuses_a_wrong_token(site):
     assert "/signin" in b.current_url
     b.find_element("id", "token").send_keys("mint_not-a-token")
     b.find_element("id", "signin").click()
-    assert "unknown or revoked" in b.find_element("id", "error").text
+    # The click returns before the answer's page is there: wait for it, then read it.
+    wait_for(b, lambda: "unknown or revoked" in b.find_element("id", "error").text)
     b.find_element("id", "token").send_keys(site.tokens["maint"])
     b.find_element("id", "signin").click()
     wait_for(b, lambda: b.find_element("id", "who").text.startswith("maint"))
