@@ -232,3 +232,31 @@ def test_a_runtime_on_a_registry_follows_the_channel_through_events(macaron, tmp
         runtime.close()
         remote.close()
     assert failures == []
+
+
+def test_one_tail_wakes_every_stream_and_stops_with_the_last(repo, models):
+    """Streams wait on the replica's one `Tail` instead of each polling the table: a move
+    wakes every waiting stream, and the tail's task ends once no stream is open."""
+    import asyncio
+
+    from mint.registry.routes_events import Tail
+
+    api.base_add(repo, "tiny-llama", models["base"])
+    c1 = api.commit(repo, "chat", models["a1"], "1", author=ME).id
+
+    async def scenario() -> None:
+        tail = Tail(repo)
+        async with tail.opened(), tail.opened():
+            task, start = tail._task, tail.newest
+            assert task is not None and not task.done()
+            waiters = [asyncio.create_task(tail.wait(start, 30)) for _ in range(3)]
+            await asyncio.sleep(0.2)
+            assert not any(w.done() for w in waiters)  # nothing moved yet
+            await asyncio.to_thread(api.promote, repo, c1, "production", by=ME)
+            await asyncio.wait_for(asyncio.gather(*waiters), 10)
+            assert tail.newest > start and tail._task is task  # one task for both streams
+        await asyncio.wait_for(task, 5)  # no stream open: the task ends
+        async with tail.opened():
+            assert tail._task is not task and not tail._task.done()  # a new stream: again
+
+    asyncio.run(scenario())

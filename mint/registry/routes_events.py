@@ -4,18 +4,24 @@ Every move of a ref appends one `ref_history` row; its integer id is the event's
 stream sends the rows after `Last-Event-ID` (or `?after=ID`), then polls the table for new
 ones. The server keeps nothing between requests, so replicas over one database send the
 same stream. Rows on lines outside the token's line globs are skipped.
+
+Streams do not each poll the table: one task per replica (`Tail`) reads the newest row id
+every TICK while any stream is open, and wakes the streams when it grows. So a move is sent
+within about TICK of its commit, and a hundred followers cost one small query per TICK.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -26,9 +32,10 @@ from mint.registry.schemas import ERROR_RESPONSES
 from mint.registry.tokens import Identity
 from mint.repo import Repo
 
+log = logging.getLogger("mint.registry")
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["events"])
 
-POLL = 0.2  # seconds between looks at the table
+TICK = 0.05  # seconds between looks at the newest row id (one look per replica)
 HEARTBEAT = 15.0  # seconds between comments when nothing moves
 BATCH = 500  # rows read per look
 TYPES = {RefKind.CHANNEL: "channel.moved", RefKind.TAG: "tag.moved", RefKind.HEAD: "line.pushed"}
@@ -68,27 +75,81 @@ def last_id(repo: Repo) -> int:
         return conn.execute(sa.select(sa.func.max(s.ref_history.c.id))).scalar() or 0
 
 
-async def stream(repo: Repo, who: Identity, after: int | None) -> AsyncIterator[str]:
+class Tail:
+    """The newest ref_history id of REPO, read every TICK by one task while any stream is
+    open. `wait(after, timeout)` returns once a row after AFTER exists (or at TIMEOUT)."""
+
+    def __init__(self, repo: Repo):
+        self.repo = repo
+        self.loop = asyncio.get_running_loop()
+        self.newest = 0
+        self._grew = asyncio.Event()  # set, then replaced, each time `newest` grows
+        self._streams = 0
+        self._task: asyncio.Task | None = None
+
+    @contextlib.asynccontextmanager
+    async def opened(self) -> AsyncIterator[Tail]:
+        """Count a stream as open while the block runs (the task runs while any is)."""
+        self._streams += 1
+        try:
+            if self._task is None or self._task.done():
+                self.newest = await run_in_threadpool(last_id, self.repo)
+                self._task = asyncio.create_task(self._run())
+            yield self
+        finally:
+            self._streams -= 1
+
+    async def wait(self, after: int, timeout: float) -> None:
+        if self.newest > after:
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._grew.wait(), timeout)
+
+    async def _run(self) -> None:
+        while self._streams > 0:
+            await asyncio.sleep(TICK)
+            try:
+                newest = await run_in_threadpool(last_id, self.repo)
+            except Exception as exc:  # noqa: BLE001 - a database hiccup: look again next tick
+                log.warning("event stream: reading ref_history: %s", exc)
+                continue
+            if newest > self.newest:
+                self.newest, grew, self._grew = newest, self._grew, asyncio.Event()
+                grew.set()
+
+
+def tail_of(request: Request, repo: Repo) -> Tail:
+    """The replica's one `Tail` (made on the first stream, and again should the app be run
+    on another event loop, as tests may)."""
+    tail = getattr(request.app.state, "event_tail", None)
+    if tail is None or tail.loop is not asyncio.get_running_loop():
+        tail = request.app.state.event_tail = Tail(repo)
+    return tail
+
+
+async def stream(tail: Tail, who: Identity, after: int | None) -> AsyncIterator[str]:
     """Every event after AFTER (None: from now on) on the token's lines, then new ones as
     they are written. It opens with AFTER as the stream's id, so a client that reconnects
     before any event resumes from there."""
-    if after is None:
-        after = await run_in_threadpool(last_id, repo)
-    yield f": mint events\nretry: 1000\nid: {after}\n\n"
-    quiet_since = time.monotonic()
-    while True:
-        rows = await run_in_threadpool(rows_after, repo, after)
-        for row in rows:
-            after = row.id
-            if who.may_touch(row.line):
-                quiet_since = time.monotonic()
-                yield frame(event_of(row))
-        if len(rows) == BATCH:
-            continue
-        if time.monotonic() - quiet_since >= HEARTBEAT:
-            quiet_since = time.monotonic()
-            yield ": heartbeat\n\n"
-        await asyncio.sleep(POLL)
+    async with tail.opened():
+        if after is None:
+            after = await run_in_threadpool(last_id, tail.repo)
+        yield f": mint events\nretry: 1000\nid: {after}\n\n"
+        quiet_since = time.monotonic()
+        while True:
+            rows = await run_in_threadpool(rows_after, tail.repo, after)
+            for row in rows:
+                after = row.id
+                if who.may_touch(row.line):
+                    quiet_since = time.monotonic()
+                    yield frame(event_of(row))
+            if len(rows) == BATCH:
+                continue
+            quiet = time.monotonic() - quiet_since
+            if quiet >= HEARTBEAT:
+                quiet_since, quiet = time.monotonic(), 0.0
+                yield ": heartbeat\n\n"
+            await tail.wait(after, HEARTBEAT - quiet)
 
 
 def start_of(last_event_id: str | None, after: int | None, tail: bool) -> int | None:
@@ -105,6 +166,7 @@ def start_of(last_event_id: str | None, after: int | None, tail: bool) -> int | 
 # fuzz); docs/registry-api.md describes it.
 @router.get("/events", response_class=StreamingResponse, include_in_schema=False)
 async def events(
+    request: Request,
     repo: RepoDep,
     who: Reader,
     after: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
@@ -118,7 +180,7 @@ async def events(
     resumed after `Last-Event-ID` (or `after`)."""
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(
-        stream(repo, who, start_of(last_event_id, after, tail)),
+        stream(tail_of(request, repo), who, start_of(last_event_id, after, tail)),
         media_type="text/event-stream",
         headers=headers,
     )
