@@ -164,6 +164,8 @@ def test_cli_traces_ls_export_and_show_links_the_dataset(based, repo, traced, tm
     shown = mint("show", "chat", "--json").json()
     assert shown["meta"]["data"] == d["id"]
     assert shown["dataset"]["format"] == "router" and shown["dataset"]["records"] == 3
+    text = mint("show", "chat")
+    assert "router export of 3 traces" in text.out and d["id"][:12] in text.out
     assert mint("dataset", "show", d["id"][:12], "--json").json()["id"] == d["id"]
     fed = mint("traces", "feedback", traced[3], "0.75", "--label", "chat", "--json")
     assert fed.code == 0 and fed.json()["score"] == 0.75

@@ -81,6 +81,15 @@ def show(repo, rev, as_json) -> None:
             )
         )
     fields += list(d.meta.items()) + [(f"provenance.{k}", v) for k, v in d.provenance.items()]
+    if d.dataset:
+        ds = d.dataset
+        fields.append(
+            (
+                "dataset",
+                f"{ds.format} export of {ds.records} traces, {ds.size:,} bytes, by "
+                f"{ds.created_by} (mint dataset show {short(ds.id)})",
+            )
+        )
     for label, value in fields:
         echo(f"{safe(label) + ':':<10}{safe(value)}")
     echo(f"\n    {safe(d.message)}\n")
