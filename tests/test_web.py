@@ -431,6 +431,15 @@ def test_approve_through_the_form_counts_for_the_gate(site):
     wait_for(b, lambda: b.find_element("id", "verdict").text == "the gate passes")
     pending = site.api().get("/api/v1/approvals", params={"ref": "chat@release"}).json()
     assert [(p["commit_id"], p["by"]) for p in pending] == [(c2, "maint")]
+    # Promoted, the approval moves from pending to the move's evidence on the timeline.
+    b.find_element("id", "reason").send_keys("approved and evaluated")
+    b.find_element("id", "confirm").click()
+    wait_for(b, lambda: "/channel/chat@release" in b.current_url)
+    view = site.api("reader").get("/api/v1/channel", params={"ref": "chat@release"}).json()
+    assert view["pending"] == [] and view["holder"] == c2
+    assert [a["by"] for a in view["moves"][0]["approvals"]] == ["maint"]
+    top = b.find_element("css selector", "#timeline li.move .approved")
+    assert top.text.startswith("approved by maint at ")
 
 
 def csrf_of(site: Site, client: httpx.Client, path: str) -> str:

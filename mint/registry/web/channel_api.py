@@ -1,6 +1,7 @@
 """`GET /api/v1/channel`: everything the channel page shows, as JSON: the holder, the line's
 head against the channel's gate, a page of moves newest first with the evidence of each (its
-evaluations and their metric table as the gate saw it), and the pending approvals."""
+evaluations and their metric table as the gate saw it, and the approvals it had), and the
+pending approvals."""
 
 from __future__ import annotations
 
@@ -34,9 +35,18 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Approved:
+    """An approval a promote had: who gave it, and when."""
+
+    by: str
+    at: str
+
+
+@dataclass(frozen=True)
 class TimelineEntry:
     move: Move
     evidence: list[Evidence]
+    approvals: list[Approved]  # of the moved-to commit for the channel, up to the move
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,11 @@ def channel_view(
     head = api.resolve(repo, line)
     cache: dict = {}
     timeline = [
-        TimelineEntry(m, [Evidence(e, c) for e, c in evidence.of_move(repo, m, cache)])
+        TimelineEntry(
+            m,
+            [Evidence(e, c) for e, c in evidence.of_move(repo, m, cache)],
+            [Approved(by, at) for by, at in evidence.approvals_of(repo, m)],
+        )
         for m in moves
     ]
     return ChannelView(

@@ -1,5 +1,6 @@
 """The evidence a move rests on, as the channel page shows it: the evaluations the history row
-names, with the table of their metric checks against the holder the move replaced.
+names, with the table of their metric checks against the holder the move replaced, and the
+approvals of the moved-to commit for the channel recorded up to the move.
 
 Only the contract version and evaluation ids are stored beside a move (`mint.gates.promotion`);
 the table is recomputed here from them with the gate's own `metric_checks`, comparing with
@@ -7,8 +8,12 @@ the replaced holder's latest evaluation recorded before the move."""
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 from mint import api
+from mint import schema as s
 from mint.gates.checks import metric_checks
+from mint.ids import iso
 from mint.objects import Check, Evaluation, Move
 from mint.repo import Repo
 
@@ -43,3 +48,19 @@ def of_move(repo: Repo, move: Move, cache: dict) -> list[tuple[Evaluation, list[
         prev = _holder_metrics(held, e.contract, move.at) if move.from_ else None
         out.append((e, metric_checks(body, e.metrics, prev, move.from_)))
     return out
+
+
+def approvals_of(repo: Repo, move: Move) -> list[tuple[str, str]]:
+    """(by, at) of each approval of MOVE's commit for its channel recorded up to the move,
+    oldest first (none for a rollback, which no gate guards)."""
+    if move.action not in ("promote", "force"):
+        return []
+    a = s.approvals.c
+    q = (
+        sa.select(a.by, a.at)
+        .where(a.commit_id == move.to, a.channel == move.channel)
+        .order_by(a.at, a.id)
+    )
+    with repo.db.read() as conn:
+        found = [(r.by, iso(r.at)) for r in conn.execute(q)]
+    return [(by, at) for by, at in found if at <= move.at]
