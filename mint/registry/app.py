@@ -13,6 +13,7 @@ from mint import __version__
 from mint.registry import (
     failures,
     routes_blobs,
+    routes_canary,
     routes_events,
     routes_hub,
     routes_read,
@@ -47,7 +48,14 @@ def create_app(
     app.state.repo = repo
     app.state.limits = limits or Limits()
     app.state.presign_threshold = presign_threshold
-    for module in (routes_read, routes_write, routes_blobs, routes_transfer, routes_events):
+    for module in (
+        routes_read,
+        routes_write,
+        routes_canary,
+        routes_blobs,
+        routes_transfer,
+        routes_events,
+    ):
         app.include_router(module.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])
     failures.install(app)

@@ -41,6 +41,8 @@ def status_table() -> dict[type[BaseException], int]:
         e.NotFastForward: 409,
         e.GateRefused: 409,
         e.NothingToRollBack: 409,
+        e.NoCanary: 404,
+        e.CanaryOpen: 409,
         e.InvalidName: 422,
         e.InvalidConfig: 422,
         e.InvalidAdapter: 422,
