@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mint.errors import ForceNeedsReason
 from mint.objects import Approval, ContractAdded, Evaluation, Move, RefInfo
+from mint.remote.canary_ops import canary_of, canary_start, canary_status, canary_stop
 from mint.remote.commit_ops import base_add, commit, set_commit
 from mint.remote.files_ops import checkout, evaluate, export, set_spec
 from mint.remote.http import segment
@@ -40,6 +41,10 @@ __all__ = [
     "approve",
     "base_add",
     "base_ls",
+    "canary_of",
+    "canary_start",
+    "canary_status",
+    "canary_stop",
     "checkout",
     "commit",
     "contract_add",

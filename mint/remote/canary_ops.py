@@ -1,0 +1,56 @@
+"""Canaries on a registry: the same operations, signatures and results as `mint.gates.canary`.
+
+The registry records the token's identity as who started or stopped a canary, so `by=` is
+not sent. A server following a registry channel polls `canary_of` on each nudge.
+"""
+
+from __future__ import annotations
+
+from mint.ids import CanaryOutcome
+from mint.objects import Canary, CanaryStatus
+from mint.remote.repo import RemoteRepo
+from mint.remote.wire import decode
+
+
+def canary_of(repo: RemoteRepo, rev: str) -> Canary | None:
+    """The open canary of REV (LINE@CHANNEL), or None: none is open, or REV names no channel."""
+    line, _, channel = rev.partition("@")
+    if not line or not channel:
+        return None
+    found = repo.client.get("/canary", ref=rev)
+    return decode(Canary, found) if found is not None else None
+
+
+def canary_start(
+    repo: RemoteRepo,
+    ref: str,
+    candidate: str,
+    fraction: float,
+    *,
+    by: str,
+    reason: str | None = None,
+) -> Canary:
+    """Serve CANDIDATE to FRACTION of LINE@CHANNEL's requests, beside the channel's holder."""
+    from mint.gates.canary import check_fraction  # the same words as locally, before sending
+
+    fraction = check_fraction(fraction)
+    body = {"ref": ref, "candidate": candidate, "fraction": fraction, "reason": reason}
+    return decode(Canary, repo.client.post("/canary/start", body))
+
+
+def canary_stop(
+    repo: RemoteRepo,
+    ref: str,
+    *,
+    by: str,
+    reason: str | None = None,
+    outcome: str = CanaryOutcome.STOPPED,
+) -> Canary:
+    """Stop LINE@CHANNEL's open canary; OUTCOME says whether its candidate was promoted."""
+    body = {"ref": ref, "reason": reason, "outcome": str(outcome)}
+    return decode(Canary, repo.client.post("/canary/stop", body))
+
+
+def canary_status(repo: RemoteRepo, ref: str) -> CanaryStatus:
+    """LINE@CHANNEL's open canary (else its latest) with live feedback on both variants."""
+    return decode(CanaryStatus, repo.client.get("/canary/status", ref=ref))
