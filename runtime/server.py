@@ -298,11 +298,13 @@ class _Handlers:
             return JSONResponse({"status": "starting", "commit": None}, status_code=503)
         metrics = self.runtime.metrics
         recorder = self.runtime.recorder
+        canary = self.runtime.canary
         return JSONResponse(
             {
                 "status": "ok",
                 "set": engine.spec.name,
                 "commit": engine.id,
+                "canary": canary.id if canary is not None else None,
                 "swaps": metrics.swaps,
                 "failed_swaps": metrics.failed_swaps,
                 "traces": recorder.stats() if recorder is not None else None,

@@ -52,8 +52,9 @@ def base_dir_for(repo: Repo, spec: SetSpec, base_dir: str | None) -> str:
 
 class ChannelWatch:
     """A `Watch` over a registry's event stream: nudges the follower on each move of REV's
-    ref (a channel, tag or line head) and each time the stream (re)connects, since moves may
-    have been missed while it was down."""
+    ref (a channel, tag or line head), on each start and stop of a canary on REV's channel
+    (whose events name the line and the channel too), and each time the stream (re)connects,
+    since events may have been missed while it was down."""
 
     def __init__(self, repo, rev: str):
         from mint.remote.events import EventStream
@@ -125,10 +126,10 @@ def open_runtime(
 
 
 def canary_reader(repo, rev: str):
-    """`canary_of()` for a runtime following REV: the open canary of a channel in a local
-    repository; None (no split) for a registry, a tag or a line head."""
+    """`canary_of()` for a runtime following REV: the open canary of a channel, read from the
+    repository or through the registry; None (no split) for a tag or a line head."""
     line, _, channel = rev.partition("@")
-    if getattr(repo, "is_remote", False) or not channel or any(c in rev for c in "~^"):
+    if not channel or any(c in rev for c in "~^"):
         return None
     return lambda: api.canary_of(repo, rev)
 
