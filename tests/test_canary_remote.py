@@ -20,12 +20,14 @@ from mint import api
 from mint.cli import run_in_process
 from mint.errors import CanaryOpen, Forbidden, NoCanary, RevisionNotFound
 from mint.remote.repo import RemoteRepo
+from mint.runtime.service import FALLBACK_POLL
 from mint.runtime.split import SCALE, bucket
 
 from conftest import Result, one_line_error
 from registry import create_token, running_registry
 
 REF = "macaron@production"
+NUDGED = 0.75 * FALLBACK_POLL  # seconds: generous, yet before the follower's fallback poll
 
 
 @pytest.fixture
@@ -163,7 +165,8 @@ def test_a_following_server_splits_by_the_registry_canary(macaron, tmp_path):  #
     try:
         assert follower.health()["canary"] is None
         canary = api.canary_start(writer, REF, sets[1], 0.5, by="walt")
-        wait_for(lambda: follower.health()["canary"] == sets[1], "no canary loaded", 120)
+        # Within NUDGED: the canary.started event woke the follower, not its minute's poll.
+        wait_for(lambda: follower.health()["canary"] == sets[1], "no canary loaded", NUDGED)
         assert follower.health()["commit"] == sets[0]
         users = [f"user-{i}" for i in range(80)]
         again = users[:20]
@@ -174,7 +177,7 @@ def test_a_following_server_splits_by_the_registry_canary(macaron, tmp_path):  #
         assert all((first[u] == sets[1]) == (bucket(u, canary.id) < SCALE // 2) for u in users)
 
         api.canary_stop(writer, REF, by="walt")
-        wait_for(lambda: follower.health()["canary"] is None, "the split never ended", 120)
+        wait_for(lambda: follower.health()["canary"] is None, "the split never ended", NUDGED)
         were_canary = [u for u in users if first[u] == sets[1]]
         assert set(served_by(follower.url, were_canary)) == {sets[0]}
     finally:
