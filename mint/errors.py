@@ -278,6 +278,14 @@ class InvalidFeedback(MintError, ValueError):
         self.why = why
 
 
+class InvalidTraces(MintError, ValueError):
+    """A batch of trace rows sent to a registry that it refuses whole."""
+
+    def __init__(self, why: str):
+        super().__init__(f"invalid traces: {why}")
+        self.why = why
+
+
 class InvalidTime(MintError, ValueError):
     def __init__(self, text: str):
         super().__init__(f"not a time: {text!r} (an ISO 8601 time, or an age: 10m, 2h, 1d)")

@@ -34,6 +34,7 @@ def status_table() -> dict[type[BaseException], int]:
         e.RevisionNotFound: 404,
         e.UnknownToken: 404,
         e.DatasetNotFound: 404,
+        e.TraceNotFound: 404,
         e.TokenExists: 409,
         e.BlobMissing: 404,
         e.RefConflict: 409,
