@@ -35,6 +35,13 @@ from mint.remote.reads import (
     tag_list,
 )
 from mint.remote.repo import RemoteRepo
+from mint.remote.traces_ops import (
+    dataset_show,
+    record_feedback,
+    traces_export,
+    traces_ls,
+    write_traces,
+)
 from mint.remote.wire import decode
 
 __all__ = [
@@ -50,6 +57,7 @@ __all__ = [
     "contract_add",
     "contract_ls",
     "contract_show",
+    "dataset_show",
     "diff",
     "evaluate",
     "evaluation_checks",
@@ -60,6 +68,7 @@ __all__ = [
     "ls",
     "promote",
     "record_evaluation",
+    "record_feedback",
     "resolve",
     "rollback",
     "set_commit",
@@ -70,6 +79,9 @@ __all__ = [
     "tag_delete",
     "tag_list",
     "latest_evaluation",
+    "traces_export",
+    "traces_ls",
+    "write_traces",
 ]
 
 

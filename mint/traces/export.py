@@ -141,13 +141,18 @@ def _dataset(row: dict, path: str | None = None) -> Dataset:
 
 
 def _write_jsonl(path: Path, records: list[dict]) -> None:
-    """One JSON object a line, written to a temporary file beside PATH and moved into place."""
+    """One JSON object a line (see `write_file`)."""
+    lines = (json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
+    write_file(path, "".join(lines).encode("utf-8"))
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """DATA written to a temporary file beside PATH, synced, and moved into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for record in records:
-                out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)

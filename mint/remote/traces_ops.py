@@ -1,0 +1,130 @@
+"""Traces, feedback and datasets on a registry: the same operations, signatures and results as
+`mint.traces.records` and `mint.traces.export`.
+
+The registry records the token's name as who gave feedback or made an export, so `by=` is not
+sent. An export is made by the registry (which keeps the dataset); its JSONL comes back and is
+written here, and the file must hash to the dataset's id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from mint.errors import BlobCorrupt, InvalidConfig
+from mint.jsonable import to_jsonable
+from mint.objects import Dataset, Trace
+from mint.remote.http import segment
+from mint.remote.repo import RemoteRepo
+from mint.remote.wire import decode
+from mint.traces.export import FORMATS, write_file
+from mint.traces.records import check_score
+
+BATCH = 1000  # rows a request (the registry's bound)
+
+
+def write_traces(repo: RemoteRepo, rows: Sequence[dict]) -> int:
+    """Record trace rows on the registry, BATCH at a time; returns how many it wrote (rows it
+    has already are skipped, so sending a batch again writes nothing twice)."""
+    written = 0
+    for start in range(0, len(rows), BATCH):
+        batch = [_row(row) for row in rows[start : start + BATCH]]
+        written += repo.client.post("/traces", {"rows": batch})["written"]
+    return written
+
+
+def record_feedback(
+    repo: RemoteRepo,
+    trace_id: str,
+    score: float,
+    label: str | None = None,
+    *,
+    by: str | None = None,
+) -> Trace:
+    """Record SCORE (0 to 1), and optionally the LABEL that should have answered, on a trace."""
+    body = {"id": trace_id, "score": check_score(score), "label": label}
+    return decode(Trace, repo.client.post("/traces/feedback", body))
+
+
+def traces_ls(
+    repo: RemoteRepo,
+    *,
+    set_rev: str | None = None,
+    since: str | dt.datetime | None = None,
+    label: str | None = None,
+    min_score: float | None = None,
+    variant: str | None = None,
+    limit: int | None = 100,
+) -> list[Trace]:
+    """Traces newest first, with their latest feedback (see `mint.traces.records.traces_ls`)."""
+    found = repo.client.get(
+        "/traces",
+        set=set_rev,
+        since=since.isoformat() if isinstance(since, dt.datetime) else since,
+        label=label,
+        min_score=min_score,
+        variant=variant,
+        limit=limit,
+    )
+    return [decode(Trace, t) for t in found]
+
+
+def traces_export(
+    repo: RemoteRepo,
+    out_path: str | os.PathLike,
+    *,
+    format: str = "chat",
+    set_rev: str | None = None,
+    since: str | dt.datetime | None = None,
+    label: str | None = None,
+    min_score: float | None = None,
+    variant: str | None = None,
+    limit: int | None = None,
+    by: str,
+) -> Dataset:
+    """Have the registry export and keep the traces the filters select; write its JSONL to
+    OUT_PATH, checked against the dataset's sha256 (BlobCorrupt, and no file, if it differs)."""
+    if format not in FORMATS:
+        raise InvalidConfig(f"unknown export format {format!r}: one of {', '.join(FORMATS)}")
+    body = {
+        "format": format,
+        "set": set_rev,
+        "since": since.isoformat() if isinstance(since, dt.datetime) else since,
+        "label": label,
+        "min_score": min_score,
+        "variant": variant,
+        "limit": limit,
+    }
+    answer = repo.client.post("/traces/export", {k: v for k, v in body.items() if v is not None})
+    dataset = decode(Dataset, answer["dataset"])
+    path = Path(out_path)
+    write_file(path, answer["content"].encode("utf-8"))
+    digest = _sha256(path)
+    if digest != dataset.id:
+        path.unlink(missing_ok=True)
+        raise BlobCorrupt(dataset.id, digest)
+    return dataclasses.replace(dataset, path=str(path))
+
+
+def dataset_show(repo: RemoteRepo, dataset_id: str) -> Dataset:
+    """A recorded export by its sha256 (or 7 or more of its first hex digits)."""
+    return decode(Dataset, repo.client.get(f"/datasets/{segment(str(dataset_id))}"))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _row(row: dict) -> dict:
+    """ROW as JSON: its time as ISO 8601."""
+    return to_jsonable(
+        {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}
+    )
