@@ -39,7 +39,7 @@ from mint.runtime.chunks import (
 from mint.runtime.errors import EmptyConversation, NotServing, UnknownModel
 from mint.runtime.pipeline import TurnResult
 from mint.runtime.swap import Runtime
-from mint.runtime.traces import MAX_USER, trace_row
+from mint.runtime.traces import MAX_USER, TracesDeferred, TracesRefused, trace_row
 
 log = logging.getLogger("mint.runtime")
 
@@ -57,6 +57,8 @@ REFUSALS: dict[type[Exception], tuple[int, str, str, str | None]] = {
     TraceNotFound: (404, "trace_not_found", "invalid_request_error", "id"),
     InvalidFeedback: (400, "invalid_feedback", "invalid_request_error", None),
     DatabaseUnavailable: (503, "database_unavailable", "server_error", None),
+    TracesDeferred: (503, "registry_unavailable", "server_error", None),
+    TracesRefused: (503, "traces_refused", "server_error", None),
 }
 
 

@@ -21,7 +21,7 @@ from mint.runtime.engine import open_engine
 from mint.runtime.evaluate import RouteEval, evaluate_routes, read_records
 from mint.runtime.loader import SharedBase
 from mint.runtime.swap import Runtime
-from mint.runtime.traces import TraceRecorder
+from mint.runtime.traces import TraceRecorder, through_registry
 
 log = logging.getLogger("mint.runtime")
 
@@ -99,7 +99,7 @@ def open_runtime(
 
     `batching` says how concurrent requests are gathered (default: `BatchPolicy()`);
     `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included.
-    `traces`: record each turn in the repository's database (a local repository only; see
+    `traces`: record each turn in the repository's database, or the registry's (see
     `recorder_for`), with the messages and the answer unless `trace_content` is False."""
     spec = api.set_spec(repo, rev)
     watch, poll_interval = watch_for(repo, rev, poll_interval)
@@ -140,18 +140,19 @@ def variant_name(rev: str) -> str:
     return (name if name and not any(c in name for c in "~^") else rev)[:100]
 
 
-def recorder_for(repo, *, content: bool = True) -> TraceRecorder | None:
-    """A recorder writing to REPO's database, or None for a registry (traces are written
-    only where the repository's database is)."""
-    if getattr(repo, "is_remote", False):
-        return None
+def recorder_for(repo, *, content: bool = True) -> TraceRecorder:
+    """A recorder writing to REPO's database, or through a registry with the token (which
+    needs the writer role; a refused token drops traces, with one warning)."""
+
+    def write(rows):
+        return api.write_traces(repo, rows)
 
     def feedback(trace_id, score, label=None, *, by=None):
         return api.record_feedback(repo, trace_id, score, label, by=by)
 
-    return TraceRecorder(
-        lambda rows: api.write_traces(repo, rows), feedback=feedback, content=content
-    )
+    if getattr(repo, "is_remote", False):
+        write, feedback = through_registry(write), through_registry(feedback)
+    return TraceRecorder(write, feedback=feedback, content=content)
 
 
 def route_eval(

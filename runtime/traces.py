@@ -5,6 +5,9 @@ queue in batches (every `interval` seconds, or as soon as `batch` rows wait) thr
 `write(rows)` it was given (`mint.api.write_traces` on the repository). A slow or failing
 database therefore never fails or slows a request: a failed batch is counted and dropped
 (logged once, with the first error), and rows past `max_pending` are dropped and counted.
+A write may instead raise `TracesDeferred` (a registry out of reach: the batch waits for the
+next try, an interval later, within `max_pending`) or `TracesRefused` (the registry refuses
+the token: one warning, and every row from then on is dropped, with no more tries).
 `flush()` writes what waits now; feedback calls it first, since a client may send feedback on
 a turn whose trace is still queued. `close()` flushes and stops the thread.
 """
@@ -17,12 +20,47 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mint.errors import (
+    DatabaseUnavailable,
+    Forbidden,
+    RegistryError,
+    RegistryUnreachable,
+    SchemaOutdated,
+    Unauthenticated,
+)
 from mint.ids import utcnow
 from mint.runtime.pipeline import TurnResult
 
 log = logging.getLogger("mint.runtime")
 
 MAX_USER = 200  # characters of a request's `user` kept (the column's width)
+
+
+class TracesDeferred(Exception):
+    """Traces could not be written now (the registry is out of reach); try again later."""
+
+
+class TracesRefused(Exception):
+    """Traces will never be written with these credentials (the registry refuses the token)."""
+
+
+def through_registry(call: Callable) -> Callable:
+    """CALL (a write to a registry) with the registry's refusals as a recorder's: a refused
+    token (401, 403) is TracesRefused; a registry out of reach or failing is TracesDeferred."""
+
+    def wrapped(*args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except (Unauthenticated, Forbidden) as exc:
+            raise TracesRefused(f"the registry refuses this server's token: {exc}") from None
+        except (RegistryUnreachable, DatabaseUnavailable, SchemaOutdated) as exc:
+            raise TracesDeferred(str(exc)) from None
+        except RegistryError as exc:
+            if (exc.status or 0) >= 500:
+                raise TracesDeferred(str(exc)) from None
+            raise
+
+    return wrapped
 
 
 def trace_row(
@@ -75,6 +113,8 @@ class TraceRecorder:
         self._write_lock = threading.Lock()  # one batch written at a time, in order
         self._closed = False
         self._warned = False
+        self._deferred = False  # the last write was deferred: wait an interval before the next
+        self.refused: TracesRefused | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -84,7 +124,7 @@ class TraceRecorder:
     def record(self, row: dict) -> bool:
         """Queue ROW; False (and counted) when the queue is full or the recorder closed."""
         with self._cond:
-            if self._closed or len(self._pending) >= self.max_pending:
+            if self._closed or self.refused or len(self._pending) >= self.max_pending:
                 self.dropped += 1
                 return False
             self._pending.append(row)
@@ -109,10 +149,18 @@ class TraceRecorder:
                 return 0
             try:
                 self._write(rows)
+            except TracesRefused as exc:
+                self._refuse(exc, len(rows))
+                return 0
+            except TracesDeferred as exc:
+                self._keep(rows)
+                self._warn(exc)
+                return 0
             except Exception as exc:  # noqa: BLE001 - a database failure must not reach a request
                 self.failed += len(rows)
                 self._warn(exc)
                 return 0
+            self._deferred = False
             self.written += len(rows)
             return len(rows)
 
@@ -121,7 +169,13 @@ class TraceRecorder:
         if self._feedback is None:
             raise RuntimeError("this recorder takes no feedback")
         self.flush()
-        return self._feedback(trace_id, score, label, by=by)
+        if self.refused is not None:
+            raise TracesRefused(str(self.refused))
+        try:
+            return self._feedback(trace_id, score, label, by=by)
+        except TracesRefused as exc:
+            self._refuse(exc, 0)
+            raise
 
     def stats(self) -> dict:
         return {
@@ -130,6 +184,7 @@ class TraceRecorder:
             "dropped": self.dropped,
             "failed": self.failed,
             "content": self.content,
+            "refused": str(self.refused) if self.refused else None,
         }
 
     def close(self) -> None:
@@ -146,12 +201,34 @@ class TraceRecorder:
         while True:
             with self._cond:
                 self._cond.wait_for(
-                    lambda: self._closed or len(self._pending) >= self.batch, self.interval
+                    lambda: (
+                        self._closed or (len(self._pending) >= self.batch and not self._deferred)
+                    ),
+                    self.interval,
                 )
                 closed = self._closed
             self.flush()
             if closed:
                 return
+
+    def _keep(self, rows: list[dict]) -> None:
+        """Put ROWS back in front of the queue, dropping the oldest past `max_pending`."""
+        with self._cond:
+            self._deferred = True
+            self._pending.extendleft(reversed(rows))
+            while len(self._pending) > self.max_pending:
+                self._pending.popleft()
+                self.dropped += 1
+
+    def _refuse(self, exc: TracesRefused, lost: int) -> None:
+        """Drop LOST rows, every queued one and every later one; warn once."""
+        with self._cond:
+            first = self.refused is None
+            self.refused = exc
+            self.dropped += lost + len(self._pending)
+            self._pending.clear()
+        if first:
+            log.warning("no traces are recorded from now on: %s", exc)
 
     def _warn(self, exc: Exception) -> None:
         if not self._warned:

@@ -103,10 +103,12 @@ def serve(
     repo, rev, base_dir, host, port, poll, batching, max_cpu_adapters, no_traces, no_trace_content
 ) -> None:
     """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel. Each turn
-    is recorded as a trace in the repository (see `mint traces`); POST /v1/feedback scores it."""
+    is recorded as a trace in the repository or on the registry (see `mint traces`; the token
+    needs the writer role); POST /v1/feedback scores it."""
     _quiet_libraries()
-    if not no_traces and getattr(repo, "is_remote", False):
-        warn("mint: serving from a registry: traces are not recorded (serve from a local repo)")
+    if not no_traces and getattr(repo, "is_remote", False) and repo.whoami()["role"] == "reader":
+        warn("mint: a reader's token records no traces on the registry (a writer's does)")
+        no_traces = True
     from mint.runtime.server import serve as run_server
     from mint.runtime.service import open_runtime
 
