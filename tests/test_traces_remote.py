@@ -188,13 +188,15 @@ def test_the_recorder_drops_on_a_refused_token_and_waits_out_an_outage(served, c
     outage = Outage()
     walt = RemoteRepo(registry.url, tokens["walt"], transport=outage)
     recorder = recorder_for(walt)
+    recorder.interval = 3600  # only the flushes below write
     try:
         rows = [row(ids["set"]) for _ in range(3)]
         for r in rows:
             recorder.record(r)
         assert recorder.flush() == 0 and recorder.pending() == 3  # kept for the next try
+        assert recorder.stats()["failed"] == recorder.stats()["dropped"] == 0
         outage.down = False
-        wait_for(lambda: recorder.written == 3, "the kept rows were never written", 60)
+        assert recorder.flush() == 3 and recorder.written == 3
         listed = api.traces_ls(remotes["rita"], limit=None)
         assert sorted(t.id for t in listed) == sorted(r["id"] for r in rows)
     finally:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from mint import api, objects
 from mint import schema as s
+from mint.db import is_unique_violation
 from mint.errors import Forbidden, InvalidTraces
 from mint.ids import Kind, as_utc
 from mint.registry import queries
@@ -101,8 +102,14 @@ class Exported(BaseModel):
 def write_traces(repo: RepoDep, who: Writer, body: TracesBody) -> MintJSON:
     rows = [_checked(i, row) for i, row in enumerate(body.rows)]
     _check_sets(repo, who, rows)
-    fresh = _unrecorded(repo, rows)
-    return answer({"written": api.write_traces(repo, fresh)})
+    try:
+        written = api.write_traces(repo, _unrecorded(repo, rows))
+    except sa.exc.IntegrityError as exc:
+        if not is_unique_violation(exc):
+            raise
+        # another replica recorded some of these rows a moment ago (a batch sent again)
+        written = api.write_traces(repo, _unrecorded(repo, rows))
+    return answer({"written": written})
 
 
 @router.post("/traces/feedback", response_model=model_of(objects.Trace))
