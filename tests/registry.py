@@ -142,3 +142,13 @@ def create_token(
     if code != 0:
         raise RuntimeError(f"token create {name} failed ({code}): {err.strip()}")
     return json.loads(out)["token"]
+
+
+def error_of(response: httpx.Response, status: int, kind: str | None = None) -> dict:
+    """Assert an error answer of STATUS (and error type KIND); return its error object."""
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["message"] and "\n" not in error["message"]
+    if kind:
+        assert error["type"] == kind, error
+    return error

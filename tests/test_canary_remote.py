@@ -24,7 +24,7 @@ from mint.runtime.service import FALLBACK_POLL
 from mint.runtime.split import SCALE, bucket
 
 from conftest import Result, one_line_error
-from registry import create_token, running_registry
+from registry import create_token, error_of, running_registry
 
 REF = "macaron@production"
 NUDGED = 0.75 * FALLBACK_POLL  # seconds: generous, yet before the follower's fallback poll
@@ -43,13 +43,6 @@ def served(two_sets, repo, tmp_path):  # noqa: F811
         yield registry, tokens, remotes, two_sets
         for remote in remotes.values():
             remote.close()
-
-
-def error_of(response: httpx.Response, status: int, kind: str) -> str:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["type"] == kind and "\n" not in error["message"], error
-    return error["message"]
 
 
 def test_start_status_stop_through_the_registry(served, repo):
@@ -99,8 +92,11 @@ def test_refusals_are_one_line_errors_with_their_status(served, repo):
         error_of(rita.post("/api/v1/canary/start", json=start), 403, "Forbidden")
         error_of(rita.get("/api/v1/canary/status", params={"ref": REF}), 404, "NoCanary")
         unknown = {**start, "ref": "nope@production"}
-        assert "nope@production" in error_of(
-            mara.post("/api/v1/canary/start", json=unknown), 404, "RevisionNotFound"
+        assert (
+            "nope@production"
+            in error_of(mara.post("/api/v1/canary/start", json=unknown), 404, "RevisionNotFound")[
+                "message"
+            ]
         )
         error_of(mara.post("/api/v1/canary/stop", json={"ref": REF}), 404, "NoCanary")
         error_of(

@@ -26,7 +26,7 @@ from mint.cli import run_in_process
 from mint.errors import RevisionNotFound
 
 from pgdb import pg_database
-from registry import Registry, create_token, start_registry
+from registry import Registry, create_token, error_of, start_registry
 
 pytestmark = pytest.mark.xdist_group("registry")
 
@@ -116,16 +116,6 @@ def env(request, tmp_path_factory, models):
         e = Env(repo.root, repo, server, tokens, ids, folder, models)
         stack.callback(lambda: [c.close() for c in e.clients.values()])
         yield e
-
-
-def error_of(response: httpx.Response, status: int, kind: str | None = None) -> dict:
-    """Assert an error answer of STATUS (and error type KIND); return its error object."""
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["message"] and "\n" not in error["message"]
-    if kind:
-        assert error["type"] == kind, error
-    return error
 
 
 # --- identity -----------------------------------------------------------------------------

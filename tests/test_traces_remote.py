@@ -26,7 +26,7 @@ from mint.remote.repo import RemoteRepo
 from mint.runtime.service import recorder_for
 
 from conftest import Result, one_line_error
-from registry import create_token, running_registry
+from registry import create_token, error_of, running_registry
 
 
 @pytest.fixture
@@ -59,13 +59,6 @@ def row(commit: str, **fields) -> dict:
         "latency": {"total": 0.01},
         **fields,
     }
-
-
-def error_of(response: httpx.Response, status: int, kind: str) -> str:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["type"] == kind and "\n" not in error["message"], error
-    return error["message"]
 
 
 def test_a_batch_is_recorded_listed_back_and_scored(served, repo):
@@ -126,7 +119,7 @@ def test_a_malformed_batch_is_refused_whole(served, repo):
             fine = {**row(ids["set"]), "at": utcnow().isoformat()}
             rows = [fine, {**row(ids["set"]), "at": utcnow().isoformat(), **change}]
             answer = walt.post("/api/v1/traces", json={"rows": rows})
-            assert "rows.1" in error_of(answer, 400, "InvalidTraces"), why
+            assert "rows.1" in error_of(answer, 400, "InvalidTraces")["message"], why
         same = {**row(ids["set"]), "at": utcnow().isoformat()}
         error_of(walt.post("/api/v1/traces", json={"rows": [same, same]}), 400, "InvalidTraces")
         many = [{**row(ids["set"]), "at": utcnow().isoformat()} for _ in range(1001)]
