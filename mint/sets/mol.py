@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,9 +142,35 @@ def check_layout(mol: MolFile, bad) -> None:
             raise bad(f"{key} {prompt!r} collides with {reserved[top]} in a checkout")
 
 
+def toml_string(value: str) -> str:
+    """VALUE as a TOML basic string. JSON's escapes are not TOML's: JSON writes a character
+    outside the Basic Multilingual Plane as a surrogate pair (`\\ud83d\\ude00`), which TOML
+    refuses, and leaves DEL bare, which TOML forbids. Here every other character is written as
+    itself (the file is UTF-8); quotes, backslashes and control characters are escaped. A lone
+    surrogate is no Unicode scalar value: neither UTF-8 nor TOML can hold it, so it is refused."""
+    if not isinstance(value, str):
+        raise InvalidConfig(f"{MOL} holds strings only, not {type(value).__name__}")
+    lone = _SURROGATE.search(value)
+    if lone is not None:
+        code = f"U+{ord(lone.group()):04X}"
+        raise InvalidConfig(f"{value!r} holds a lone surrogate ({code}): {MOL} cannot hold it")
+    return '"' + _ESCAPED.sub(_escape, value) + '"'
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_ESCAPED = re.compile(r'["\\\x00-\x1f\x7f]')
+_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n"}
+_SHORT |= {"\f": "\\f", "\r": "\\r"}
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group()
+    return _SHORT.get(c) or f"\\u{ord(c):04X}"
+
+
 def render_mol(cfg: dict) -> str:
-    """The pinned configuration as mol.toml (strings as JSON strings, which TOML accepts)."""
-    q = json.dumps
+    """The pinned configuration as mol.toml (every string a TOML basic string)."""
+    q = toml_string
     lines = [
         f"name = {q(cfg['name'])}",
         f"protocol = {q(cfg['protocol'])}",
