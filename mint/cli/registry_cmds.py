@@ -49,6 +49,20 @@ def registry() -> None:
     "presigned S3 URLs.",
 )
 @click.option("--no-presign", is_flag=True, help="Never redirect downloads to S3.")
+@click.option(
+    "--request-timeout",
+    type=click.FloatRange(0.1, 3600),
+    metavar="SECONDS",
+    # The defaults are Limits' (not imported here: the CLI starts without the server's code).
+    help="A request's head must arrive within this; a body that stalls this long (under "
+    "1 KiB in the time) is answered 408 and its connection closed.  [default: 30]",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1),
+    metavar="N",
+    help="Connections open at once; a request on one more is answered 503.  [default: 1000]",
+)
 @click.pass_obj
 def serve(
     ctx,
@@ -60,6 +74,8 @@ def serve(
     public_read: bool,
     presign_threshold: int,
     no_presign: bool,
+    request_timeout: float | None,
+    max_connections: int | None,
 ) -> None:
     """Serve the repository's HTTP API (/api/v1/, /openapi.json) and the Hugging Face Hub's
     download protocol (HF_ENDPOINT=URL: lines are repos, channels and tags revisions) until
@@ -71,7 +87,13 @@ def serve(
     from mint.registry.limits import Limits
 
     limits = Limits()
-    limits = replace(limits, body=max_body or limits.body, blob=max_blob or limits.blob)
+    limits = replace(
+        limits,
+        body=max_body or limits.body,
+        blob=max_blob or limits.blob,
+        request_timeout=request_timeout or limits.request_timeout,
+        connections=max_connections or limits.connections,
+    )
     if hf_main is not None:
         check_name("channel", hf_main)
     presign = None if no_presign else presign_threshold

@@ -74,9 +74,9 @@ def healthz() -> dict[str, str]:
 
 
 def serve(repo: Repo, host: str, port: int, limits: Limits | None = None, **hub) -> None:
-    """Run the application with uvicorn until interrupted (SIGINT or SIGTERM)."""
-    import uvicorn
+    """Run the application with uvicorn until interrupted (SIGINT or SIGTERM), with LIMITS'
+    deadline on slow clients and cap on open connections (`serving`)."""
+    from mint.registry import serving
 
-    # uvicorn's access log shows the method, path and status: never a request's headers,
-    # so bearer tokens stay out of it.
-    uvicorn.run(create_app(repo, limits, **hub), host=host, port=port, log_level="info")
+    limits = limits or Limits()
+    serving.run(create_app(repo, limits, **hub), host, port, limits)

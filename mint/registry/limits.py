@@ -2,7 +2,8 @@
 
 A request whose Content-Length is over its limit is answered 413 before a byte of its body
 is read; one without a length (chunked) is counted as it arrives and stopped at the limit.
-Blob uploads (`PUT /api/v1/blobs/{id}`) have their own, larger limit.
+Blob uploads (`PUT /api/v1/blobs/{id}`) have their own, larger limit. The deadline on slow
+clients and the cap on open connections are kept here too; `serving` enforces them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ BLOB_PREFIX = "/api/v1/blobs/"
 class Limits:
     body: int = 32 * MiB  # any JSON body
     blob: int = 16 * 1024 * MiB  # one uploaded blob
+    request_timeout: float = 30.0  # seconds for a request's head; a body may not stall longer
+    connections: int = 1000  # open at once; a request on one more is answered 503
 
     def for_request(self, method: str, path: str) -> int:
         is_upload = method == "PUT" and path.startswith(BLOB_PREFIX) and path != BLOB_PREFIX
