@@ -1,8 +1,9 @@
 """Sign-in and the maintainer's actions (approve, promote, rollback) as forms.
 
-Every POST but sign-in must carry the session's CSRF token and a maintainer's (or admin's)
-session; anything else is refused with 403 before any operation runs. The actions then make
-the same checks and calls as the JSON API (`routes_write`): the channel's protection, the
+Every POST must carry a CSRF token: sign-in its form's (a double-submit cookie, as there is
+no session yet), the others the session's, with a maintainer's (or admin's) session;
+anything else is refused with 403 before any operation runs. The actions then make the same
+checks and calls as the JSON API (`routes_write`): the channel's protection, the
 token's lines, the gate, and the token's name recorded as who acted."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
 from mint import api
-from mint.errors import GateRefused, InvalidConfig, MintError, Unauthenticated
+from mint.errors import Forbidden, GateRefused, InvalidConfig, MintError, Unauthenticated
 from mint.registry import queries
 from mint.registry.auth import check_line, check_move, check_rev
 from mint.registry.failures import status_of
@@ -25,11 +26,15 @@ from mint.registry.web.approvals import split_ref
 from mint.registry.web.pages import page
 from mint.registry.web.render import render
 from mint.registry.web.session import (
+    check_signin_csrf,
     checked_form,
     end_session,
+    end_signin_csrf,
     read_form,
     set_session,
+    set_signin_csrf,
     signed_in,
+    signin_csrf,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -49,19 +54,34 @@ def _channel_url(line: str, channel: str) -> str:
 
 @router.get("/signin")
 def signin_form(request: Request, next: Text = "/") -> Response:
-    return render(request, "signin.html", signed_in(request), next=_local(next), error=None)
+    return _signin_page(request, signed_in(request), 200, next=_local(next), error=None)
+
+
+def _signin_page(request: Request, who, status: int, **context) -> Response:
+    """The sign-in form, with its CSRF value in a hidden field and in its cookie."""
+    value = signin_csrf(request)
+    response = render(request, "signin.html", who, status, signin_csrf=value, **context)
+    set_signin_csrf(response, request, value)
+    return response
 
 
 @router.post("/signin")
 async def signin(request: Request) -> Response:
+    """Sign in: the form's CSRF value is checked first (403, no session, the token not even
+    looked up), then the token (401)."""
     form = await read_form(request)
     secret, target = form.get("token", "").strip(), _local(form.get("next"))
     try:
+        check_signin_csrf(request, form)
+    except Forbidden as exc:
+        return _signin_page(request, None, 403, next=target, error=exc)
+    try:
         await run_in_threadpool(authenticate, request.app.state.repo, secret)
     except Unauthenticated as exc:
-        return render(request, "signin.html", None, 401, next=target, error=exc)
+        return _signin_page(request, None, 401, next=target, error=exc)
     response = RedirectResponse(target, status_code=303)
     set_session(response, request, secret)
+    end_signin_csrf(response, request)
     return response
 
 
