@@ -70,6 +70,7 @@ class Metrics:
         self.completion_tokens = 0
         self.serving: Callable[[], tuple[str, str] | None] = lambda: None  # (set name, commit)
         self.resident: Callable[[], int] = lambda: 0  # versions kept loaded after serving
+        self.traces: Callable[[], dict | None] = lambda: None  # the recorder's stats
 
     def turn(
         self, route: str, latency: dict[str, float], fallback: bool = False, tokens: int = 0
@@ -115,6 +116,7 @@ class Metrics:
             lines.append(f"mint_serving_info{_labels(set=serving[0], commit=serving[1])} 1")
         name, text = "mint_resident_versions", "Set versions kept loaded after they served."
         lines += [*_header(name, text, "gauge"), f"{name} {self.resident()}"]
+        lines += _trace_lines(self.traces())
         return "\n".join(lines) + "\n"
 
     def _counters(self) -> list[str]:
@@ -154,6 +156,24 @@ class Metrics:
         name = "mint_batch_size"
         lines += _header(name, "Requests run together in one batch.", "histogram")
         return lines + self.batches.lines(name)
+
+
+def _trace_lines(stats: dict | None) -> list[str]:
+    """The trace recorder's counters (nothing when turns are not traced): rows written,
+    dropped (queue full, token refused), failed (database out of reach) and invalid (refused
+    alone, after their batch was retried row by row), and what waits."""
+    if stats is None:
+        return []
+    name = "mint_traces_total"
+    lines = _header(name, "Trace rows, by what became of them.", "counter")
+    for outcome in ("written", "dropped", "failed", "invalid"):
+        lines.append(f"{name}{_labels(outcome=outcome)} {stats.get(outcome, 0)}")
+    for name, key, text in (
+        ("mint_traces_pending", "pending", "Trace rows waiting to be written."),
+        ("mint_traces_pending_bytes", "pending_bytes", "Bytes of trace rows waiting."),
+    ):
+        lines += [*_header(name, text, "gauge"), f"{name} {stats.get(key, 0)}"]
+    return lines
 
 
 def _header(name: str, text: str, kind: str) -> list[str]:

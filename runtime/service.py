@@ -115,6 +115,8 @@ def open_runtime(
     )
     runtime.variant = variant_name(rev)
     runtime.recorder = recorder_for(repo, content=trace_content) if traces else None
+    if runtime.recorder is not None:
+        runtime.metrics.traces = runtime.recorder.stats
     runtime.canary_of = canary_reader(repo, rev)
     runtime.stage(spec)
     runtime.swap()
@@ -142,7 +144,11 @@ def variant_name(rev: str) -> str:
 
 def recorder_for(repo, *, content: bool = True) -> TraceRecorder:
     """A recorder writing to REPO's database, or through a registry with the token (which
-    needs the writer role; a refused token drops traces, with one warning)."""
+    needs the writer role; a refused token drops traces, with one warning). On a registry,
+    a batch's malformed rows are skipped and named by the registry, the others written; a
+    client's feedback given with a registry token of its own is recorded under that token."""
+    if getattr(repo, "is_remote", False):
+        return _registry_recorder(repo, content)
 
     def write(rows):
         return api.write_traces(repo, rows)
@@ -150,9 +156,22 @@ def recorder_for(repo, *, content: bool = True) -> TraceRecorder:
     def feedback(trace_id, score, label=None, *, by=None):
         return api.record_feedback(repo, trace_id, score, label, by=by)
 
-    if getattr(repo, "is_remote", False):
-        write, feedback = through_registry(write), through_registry(feedback)
     return TraceRecorder(write, feedback=feedback, content=content)
+
+
+def _registry_recorder(repo, content: bool) -> TraceRecorder:
+    from mint.remote import traces_ops
+
+    def write(rows):
+        return traces_ops.write_traces_skipping(repo, rows)
+
+    def feedback(trace_id, score, label=None, *, by=None, token=None):
+        if token is not None:  # the client's own token: its refusal is the client's (403)
+            as_client = through_registry(traces_ops.record_feedback_as, own_token=False)
+            return as_client(repo, token, trace_id, score, label)
+        return through_registry(api.record_feedback)(repo, trace_id, score, label, by=by)
+
+    return TraceRecorder(through_registry(write), feedback=feedback, content=content)
 
 
 def route_eval(

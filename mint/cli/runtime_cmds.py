@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import click
 
@@ -74,6 +75,54 @@ def batching_options(fn):
     return wrapper
 
 
+def token_options(fn):
+    """`--token-env NAME` and `--registry-tokens`: which bearer tokens `serve` takes."""
+
+    token_env = click.option(
+        "--token-env",
+        metavar="NAME",
+        help="Take requests only with `Authorization: Bearer` and the token held in the "
+        "environment variable NAME (every endpoint but /healthz; never printed).",
+    )
+    registry_tokens = click.option(
+        "--registry-tokens",
+        is_flag=True,
+        help="Take the registry's own tokens (checked with the registry, cached for a "
+        "minute); feedback is recorded there under the caller's token.",
+    )
+    return token_env(registry_tokens(fn))
+
+
+def client_checks(repo, host: str, token_env: str | None, registry_tokens: bool) -> list:
+    """The token checks `serve` applies (see `mint.runtime.auth`); a warning when it takes
+    none and listens beyond this machine."""
+    from mint.runtime.auth import RegistryTokens, StaticToken
+    from mint.runtime.serving import is_loopback
+
+    checks: list = []
+    if token_env is not None:
+        secret = os.environ.get(token_env, "")
+        if not secret.strip():
+            raise click.BadParameter(
+                f"the environment variable {token_env} is not set or is empty",
+                param_hint="--token-env",
+            )
+        checks.append(StaticToken(secret.strip()))
+    if registry_tokens:
+        if not getattr(repo, "is_remote", False):
+            raise click.BadParameter(
+                "the repository is not a registry: there are no registry tokens to check",
+                param_hint="--registry-tokens",
+            )
+        checks.append(RegistryTokens(repo.url))
+    if not checks and not is_loopback(host):
+        warn(
+            f"mint: warning: serving on {host} with no token: anyone who can reach it may chat"
+            " and post feedback (give --token-env NAME or --registry-tokens)"
+        )
+    return checks
+
+
 @click.command()
 @click.argument("rev")
 @base_dir_option
@@ -98,19 +147,34 @@ def batching_options(fn):
 @click.option(
     "--no-trace-content", is_flag=True, help="Record traces without messages or answers."
 )
+@token_options
 @with_repo
 def serve(
-    repo, rev, base_dir, host, port, poll, batching, max_cpu_adapters, no_traces, no_trace_content
+    repo,
+    rev,
+    base_dir,
+    host,
+    port,
+    poll,
+    batching,
+    max_cpu_adapters,
+    no_traces,
+    no_trace_content,
+    token_env,
+    registry_tokens,
 ) -> None:
     """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel. Each turn
     is recorded as a trace in the repository or on the registry (see `mint traces`; the token
-    needs the writer role); POST /v1/feedback scores it."""
+    needs the writer role); POST /v1/feedback scores it, once per completion and caller (a
+    later score from the same caller replaces the earlier). SIGTERM or SIGINT: the requests in
+    flight finish and the queued traces are written before the server exits."""
     _quiet_libraries()
+    checks = client_checks(repo, host, token_env, registry_tokens)
     if not no_traces and getattr(repo, "is_remote", False) and repo.whoami()["role"] == "reader":
         warn("mint: a reader's token records no traces on the registry (a writer's does)")
         no_traces = True
-    from mint.runtime.server import serve as run_server
     from mint.runtime.service import open_runtime
+    from mint.runtime.serving import serve as run_server
 
     runtime = open_runtime(
         repo,
@@ -125,9 +189,15 @@ def serve(
     warn(f"mint: serving {rev} ({short(runtime.active.id)}) on http://{host}:{port}")
     runtime.follow()
     try:
-        run_server(runtime, host, port, log_level="warning")
+        stopped_by = run_server(runtime, host, port, checks=checks, log_level="warning")
     finally:
         runtime.close()
+        for check in checks:
+            getattr(check, "close", lambda: None)()
+    recorder = runtime.recorder
+    if stopped_by:
+        kept = f"; traces: {recorder.stats()}" if recorder is not None else ""
+        warn(f"mint: stopped on {stopped_by}: requests in flight finished{kept}")
 
 
 @click.command("route-eval")

@@ -1,12 +1,15 @@
 """Traces, feedback and datasets: what production servers following the registry record, and
-what `mint --repo URL traces ls|export|feedback` and `dataset show` read.
+what `mint --repo URL traces ls|export|feedback` and `dataset show` read
+(`GET /api/v1/datasets/{id}` lives in `web/datasets.py`, which checks the token's lines).
 
 Recording a batch and posting feedback take a writer (a serving process needs a writer token
-to record its turns). Every row of a batch is checked before any is written: a malformed one
-refuses the whole batch (400). Rows whose id is recorded already are skipped, so a batch sent
-again after a lost answer writes nothing twice. A token limited to lines records, reads,
-scores and exports only traces of sets on its lines (a listing without `set` is filtered
-after reading; an export must name a `set` on one of them).
+to record its turns). Every row of a batch is checked before any is written: by default a
+malformed one refuses the whole batch (400, naming the row); with `"invalid": "skip"` the
+good rows are written and each malformed one is reported by index in `skipped` (what a
+serving process sends, so that one bad row never costs the others). Rows whose id is recorded
+already are skipped, so a batch sent again after a lost answer writes nothing twice. A token
+limited to lines records, reads, scores and exports only traces of sets on its lines (a
+listing without `set` is filtered after reading; an export must name a `set` on one of them).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import dataclasses
 import datetime as dt
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Query
@@ -71,6 +74,10 @@ class TracesBody(BaseModel):
         list[dict[str, Any]],
         Field(max_length=MAX_ROWS, description="trace rows: the fields of a `TraceRow` each"),
     ]
+    invalid: Annotated[
+        Literal["refuse", "skip"],
+        Field(description="refuse: a malformed row refuses the batch; skip: it is reported"),
+    ] = "refuse"
 
 
 class FeedbackBody(Body):
@@ -89,8 +96,14 @@ class ExportBody(Body):
     limit: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
 
 
+class Skipped(BaseModel):
+    row: int  # its index in the batch
+    why: str
+
+
 class Written(BaseModel):
     written: int  # rows recorded now (rows recorded before are skipped)
+    skipped: list[Skipped] = []  # malformed rows not written (`"invalid": "skip"` only)
 
 
 class Exported(BaseModel):
@@ -100,8 +113,20 @@ class Exported(BaseModel):
 
 @router.post("/traces", response_model=Written)
 def write_traces(repo: RepoDep, who: Writer, body: TracesBody) -> MintJSON:
-    rows = [_checked(i, row) for i, row in enumerate(body.rows)]
-    _check_sets(repo, who, rows)
+    commits = {raw.get("set_commit") for raw in body.rows}
+    known = _set_lines(repo, sorted(c for c in commits if isinstance(c, str)))
+    rows, skipped, seen = [], [], set()
+    for i, raw in enumerate(body.rows):
+        try:
+            row = _checked(i, raw)
+            _check_row(who, known, seen, i, row)
+        except InvalidTraces as exc:
+            if body.invalid == "refuse":
+                raise
+            skipped.append({"row": i, "why": exc.why})
+            continue
+        seen.add(row["id"])
+        rows.append(row)
     try:
         written = api.write_traces(repo, _unrecorded(repo, rows))
     except sa.exc.IntegrityError as exc:
@@ -109,7 +134,7 @@ def write_traces(repo: RepoDep, who: Writer, body: TracesBody) -> MintJSON:
             raise
         # another replica recorded some of these rows a moment ago (a batch sent again)
         written = api.write_traces(repo, _unrecorded(repo, rows))
-    return answer({"written": written})
+    return answer({"written": written, "skipped": skipped})
 
 
 @router.post("/traces/feedback", response_model=model_of(objects.Trace))
@@ -154,13 +179,6 @@ def traces_export(repo: RepoDep, who: Writer, body: ExportBody) -> MintJSON:
     return answer({"dataset": _without_path(dataset), "content": content})
 
 
-@router.get("/datasets/{dataset_id}", response_model=model_of(objects.Dataset))
-def dataset_show(
-    repo: RepoDep, who: Reader, dataset_id: Annotated[str, StringConstraints(max_length=100)]
-) -> MintJSON:
-    return answer(api.dataset_show(repo, dataset_id))
-
-
 def _without_path(dataset: objects.Dataset) -> objects.Dataset:
     """The dataset as the client sees it: the server's temporary path means nothing there."""
     return dataclasses.replace(dataset, path=None)
@@ -179,20 +197,18 @@ def _checked(i: int, raw: dict) -> dict:
     return clean
 
 
-def _check_sets(repo: Repo, who: Identity, rows: list[dict]) -> None:
-    """Every row's set commit is a set commit here, on the line it names, and one the token
-    may touch; ids are unique within the batch."""
-    ids = [row["id"] for row in rows]
-    if len(set(ids)) != len(ids):
-        raise InvalidTraces("a trace id appears twice in the batch")
-    known = _set_lines(repo, sorted({row["set_commit"] for row in rows}))
-    for i, row in enumerate(rows):
-        line = known.get(row["set_commit"])
-        if line is None:
-            raise InvalidTraces(f"rows.{i}.set_commit: no set commit {row['set_commit'][:12]}")
-        if line != row["set_line"]:
-            raise InvalidTraces(f"rows.{i}.set_line: the set commit is on line {line}")
-        check_line(who, line)
+def _check_row(who: Identity, known: dict[str, str], seen: set[str], i: int, row: dict) -> None:
+    """Row I's set commit is a set commit here (KNOWN: commit -> line), on the line it names,
+    and one the token may touch (Forbidden refuses the batch: the token is at fault); its id
+    is not one of SEEN, the batch's earlier rows'."""
+    if row["id"] in seen:
+        raise InvalidTraces(f"rows.{i}.id: the trace id appears twice in the batch")
+    line = known.get(row["set_commit"])
+    if line is None:
+        raise InvalidTraces(f"rows.{i}.set_commit: no set commit {row['set_commit'][:12]}")
+    if line != row["set_line"]:
+        raise InvalidTraces(f"rows.{i}.set_line: the set commit is on line {line}")
+    check_line(who, line)
 
 
 def _set_lines(repo: Repo, ids: list[str]) -> dict[str, str]:

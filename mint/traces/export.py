@@ -20,9 +20,10 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.db import insert_new
-from mint.errors import AmbiguousRevision, DatasetNotFound, InvalidConfig
+from mint.errors import AmbiguousRevision, DatasetNotFound, InvalidConfig, MintError
 from mint.ids import iso, utcnow
 from mint.objects import Dataset, Trace
+from mint.refs.revisions import resolve
 from mint.repo import Repo
 from mint.traces.records import TraceFilter, select_traces
 
@@ -159,3 +160,45 @@ def write_file(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def dataset_lines(repo: Repo, dataset: Dataset) -> set[str] | None:
+    """The set lines whose traces DATASET holds, with the line its `set` filter names; None
+    when that cannot be told (a record naming a trace no longer recorded, or no blob here):
+    what a token limited to lines must be allowed to read before it may read the dataset."""
+    try:
+        with repo.store.open(dataset.id) as f:
+            ids = {json.loads(line).get("trace_id") for line in f if line.strip()}
+    except (OSError, ValueError, AttributeError, MintError):
+        return None
+    lines: set[str] = set()
+    wanted = sorted(i for i in ids if isinstance(i, str))
+    if len(wanted) != len(ids):
+        return None
+    with repo.db.read() as conn:
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            q = sa.select(s.traces.c.id, s.traces.c.set_line).where(s.traces.c.id.in_(chunk))
+            found = dict(conn.execute(q).tuples().all())
+            if len(found) != len(chunk):
+                return None
+            lines.update(found.values())
+        named = (dataset.filters or {}).get("set")
+        if named is not None:
+            line = _line_named(conn, str(named))
+            if line is None:
+                return None
+            lines.add(line)
+    return lines
+
+
+def _line_named(conn: sa.Connection, rev: str) -> str | None:
+    """REV's line: REV itself when it is a line's name, else its commit's line (None when
+    REV names nothing now)."""
+    if conn.execute(sa.select(s.lines.c.name).where(s.lines.c.name == rev)).first():
+        return rev
+    try:
+        commit = resolve(conn, rev).id
+    except MintError:
+        return None
+    return conn.execute(sa.select(s.commits.c.line).where(s.commits.c.id == commit)).scalar()

@@ -82,17 +82,27 @@ def record_feedback(
     by: str | None = None,
 ) -> Trace:
     """Record SCORE (in [0, 1]) and optionally the LABEL that should have answered on a trace;
-    TraceNotFound when no trace has that id. Returns the trace with this feedback."""
+    TraceNotFound when no trace has that id. Returns the trace with this feedback.
+
+    One feedback per trace and identity: a later one from the same BY (None, anonymous, is one
+    identity too) replaces the earlier, so that no client can pile rows onto a trace; the
+    latest feedback, whoever gave it, is the one that counts."""
     score = check_score(score)
     if label is not None and (not isinstance(label, str) or not label or len(label) > 100):
         raise InvalidFeedback("a label is a non-empty name of at most 100 characters")
+    f = s.feedback.c
     with repo.db.write() as conn:
-        found = conn.execute(sa.select(s.traces.c.probs).where(s.traces.c.id == trace_id)).first()
+        # the trace's row is locked (PostgreSQL; SQLite writes one at a time): feedback on one
+        # trace is recorded one at a time, so two from one identity cannot both stay
+        q = sa.select(s.traces.c.probs).where(s.traces.c.id == trace_id).with_for_update()
+        found = conn.execute(q).first()
         if found is None:
             raise TraceNotFound(trace_id)
         probs = found[0]
         if label is not None and probs and label not in probs:
             raise InvalidFeedback(f"{label!r} is not one of the set's labels {sorted(probs)}")
+        same = f.by.is_(None) if by is None else f.by == by
+        conn.execute(s.feedback.delete().where(f.trace_id == trace_id, same))
         row = {"trace_id": trace_id, "score": score, "label": label, "at": utcnow(), "by": by}
         conn.execute(s.feedback.insert().values(**row))
     return traces_get(repo, trace_id)
