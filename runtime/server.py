@@ -28,7 +28,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from mint.errors import DatabaseUnavailable, InvalidFeedback, TraceNotFound
+from mint.errors import (
+    DatabaseUnavailable,
+    Forbidden,
+    InvalidFeedback,
+    TraceNotFound,
+    Unauthenticated,
+)
+from mint.runtime.auth import feedback_identity
 from mint.runtime.chunks import (
     ChunkWriter,
     EventStream,
@@ -59,6 +66,8 @@ REFUSALS: dict[type[Exception], tuple[int, str, str, str | None]] = {
     DatabaseUnavailable: (503, "database_unavailable", "server_error", None),
     TracesDeferred: (503, "registry_unavailable", "server_error", None),
     TracesRefused: (503, "traces_refused", "server_error", None),
+    Unauthenticated: (401, "invalid_api_key", "invalid_request_error", None),
+    Forbidden: (403, "permission_denied", "invalid_request_error", None),
 }
 
 
@@ -277,7 +286,8 @@ class _Handlers:
         recorder = self.runtime.recorder
         if recorder is None or not recorder.accepts_feedback:
             raise ApiError(503, "this server records no traces", "traces_off")
-        await asyncio.to_thread(recorder.feedback, trace_id, score, label)
+        who = feedback_identity(request)  # by (and a registry token) when a token is needed
+        await asyncio.to_thread(recorder.feedback, trace_id, score, label, **who)
         return JSONResponse({"ok": True})
 
     def _stream_error(self, exc: BaseException) -> bytes:
@@ -376,10 +386,11 @@ def create_app(runtime: Runtime, *, max_body: int = MAX_BODY) -> Starlette:
 def serve(
     runtime: Runtime, host: str = "127.0.0.1", port: int = 8000, *, log_level: str = "info"
 ) -> None:
-    """Serve `runtime` until interrupted (blocks)."""
-    import uvicorn
+    """Serve `runtime` until SIGINT or SIGTERM (blocks); requests in flight finish first
+    (see `mint.runtime.serving`, which `mint serve` runs, with its token checks)."""
+    from mint.runtime.serving import serve as serve_until_stopped
 
-    uvicorn.run(create_app(runtime), host=host, port=port, log_level=log_level, lifespan="off")
+    serve_until_stopped(runtime, host, port, log_level=log_level)
 
 
 class ServerThread:
