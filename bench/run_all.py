@@ -21,6 +21,7 @@ import bench_hubproto  # noqa: E402
 import bench_pull  # noqa: E402
 import bench_runtime  # noqa: E402
 import bench_serving  # noqa: E402
+import bench_slow_clients  # noqa: E402
 import bench_startup  # noqa: E402
 import bench_store  # noqa: E402
 import bench_web  # noqa: E402
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     hubproto = bench_hubproto.main([])
     print("\n# bench_follow\n", flush=True)
     follow = bench_follow.main([])
+    print("\n# bench_slow_clients\n", flush=True)
+    slow_clients = bench_slow_clients.main([])
     print("\n# Summary\n")
     print(bench_store.report({**store, "profiles": {}}))
     print()
@@ -74,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     print(bench_hubproto.report(hubproto))
     print()
     print(bench_follow.report(follow))
+    print()
+    print(bench_slow_clients.report(slow_clients))
     print(
         f"\npull: mint {pull['mint_median_s']:.2f} s, snapshot_download alone "
         f"{pull['download_median_s']:.2f} s, "
@@ -92,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             "startup": startup,
             "hubproto": hubproto,
             "follow": follow,
+            "slow_clients": slow_clients,
         },
     )
     print(f"\n({time.perf_counter() - t0:.0f} s in all; JSON under bench/out/)")

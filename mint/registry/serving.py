@@ -124,10 +124,13 @@ class Protocol(H11Protocol):
         self._body_timer = None
         if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
             return
-        if self._body_bytes >= MIN_BODY_BYTES or self._paused or self.flow.read_paused:
+        cycle = self.cycle
+        # A client that sent `Expect: 100-continue` waits for the application to ask for the
+        # body; a paused read waits for the application to take what came: not stalls.
+        waiting = cycle is not None and cycle.waiting_for_100_continue
+        if self._body_bytes >= MIN_BODY_BYTES or self._paused or self.flow.read_paused or waiting:
             return self._arm_body()
         log.info("closed a connection from %s: its request body stalled", _peer(self))
-        cycle = self.cycle
         if cycle is not None and not cycle.response_started:
             self.transport.write(_h11_408(self.conn))
         if cycle is not None:
