@@ -7,6 +7,8 @@ import click
 from mint import api
 from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
+from mint.cli.channel_cmds import _report as gate_table  # the table promote shows
+from mint.errors import GateRefused
 
 
 @click.group()
@@ -33,12 +35,30 @@ def _shown(c) -> str:
     show_default=True,
     help="Share of requests the candidate serves (between 0 and 1).",
 )
+@click.option("--contract", "contract_name", help="Also apply this contract.")
+@click.option("--force", is_flag=True, help="Override a refusing gate (needs --reason; logged).")
 @click.option("--reason", help="Why (recorded in history).")
 @json_option
 @with_repo
-def start(repo, ref, candidate, fraction, reason, as_json) -> None:
-    """Serve CANDIDATE to a fraction of SET_LINE@CHANNEL's requests beside its holder."""
-    c = api.canary_start(repo, ref, candidate, fraction, by=current_user(), reason=reason)
+def start(repo, ref, candidate, fraction, contract_name, force, reason, as_json) -> None:
+    """Serve CANDIDATE to a fraction of SET_LINE@CHANNEL's requests beside its holder.
+
+    Real traffic reaches it, so CANDIDATE must pass the gate `mint promote` would run for
+    CHANNEL (the table is shown when it refuses), unless --force with a --reason."""
+    try:
+        c = api.canary_start(
+            repo,
+            ref,
+            candidate,
+            fraction,
+            by=current_user(),
+            reason=reason,
+            contract=contract_name,
+            force=force,
+        )
+    except GateRefused as exc:
+        gate_table(exc.report, as_json)
+        raise
     if as_json:
         return emit_json(c)
     echo(_shown(c))

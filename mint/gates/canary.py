@@ -5,7 +5,12 @@ A canary is a row of `canaries`; at most one is open (not stopped) per line and 
 Its start and its stop are also rows of `ref_history` (kind `canary`, name the channel,
 old the baseline, new the candidate), so `history LINE@CHANNEL` shows them beside the
 channel's moves and a registry's event stream announces them (`canary.started`,
-`canary.stopped`) to the servers that follow the channel. No ref moves: rollback's `back`
+`canary.stopped`) to the servers that follow the channel.
+
+A canary is a deployment: a share of real traffic reaches its candidate. So starting one
+takes the gate a promote to the channel takes (its contracts, approvals by identities other
+than the author and the pusher on a protected channel, `requires`), or `force` with a
+reason; the start's history row keeps the gate's contract and evaluations, as a move's does. No ref moves: rollback's `back`
 chain and the gate's "held" checks read channel rows only, and never see these.
 
 Live numbers: a variant's score is the mean of its traces' feedback scores (the latest
@@ -24,9 +29,18 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits import rows
-from mint.errors import CanaryOpen, InvalidConfig, NoCanary, RevisionNotFound
+from mint.errors import (
+    CanaryOpen,
+    ForceNeedsReason,
+    GateRefused,
+    InvalidConfig,
+    NoCanary,
+    RevisionNotFound,
+)
+from mint.gates.checks import gate_report
+from mint.gates.contracts import get_row
 from mint.ids import Action, CanaryOutcome, CommitId, Kind, RefKind, as_utc, iso, utcnow
-from mint.objects import Canary, CanaryStatus, VariantStats
+from mint.objects import Canary, CanaryStatus, GateReport, VariantStats
 from mint.refs import RefsContainer, check_text, resolve
 from mint.repo import Repo
 
@@ -110,11 +124,19 @@ def canary_start(
     *,
     by: str,
     reason: str | None = None,
+    contract: str | None = None,
+    force: bool = False,
 ) -> Canary:
     """Serve CANDIDATE (a commit of the set line) to FRACTION of LINE@CHANNEL's requests,
-    beside the channel's holder. Refused while another canary is open there."""
+    beside the channel's holder. Refused while another canary is open there, and unless
+    the candidate passes the gate a promote to CHANNEL would run (its contracts, plus
+    CONTRACT if named; approvals by others than its author and pusher on a protected
+    channel): real traffic reaches it, so a canary is a deployment. FORCE overrides a
+    refusing gate and needs a REASON, which history records with the gate's evidence."""
     line, channel = split_ref(ref)
     fraction = check_fraction(fraction)
+    if force and not (reason and reason.strip()):
+        raise ForceNeedsReason(channel)
     check_text("reason", reason)
     with repo.db.write() as conn:
         baseline = _locked_holder(conn, line, channel, ref)
@@ -127,13 +149,33 @@ def canary_start(
         found = open_row(conn, line, channel)
         if found is not None:
             raise CanaryOpen(ref, found.id, found.candidate)
+        report = gate_report(conn, cid, line, channel, contract)
+        if not report.ok and not force:
+            raise GateRefused(report)
         values = dict(line=line, channel=channel, candidate=cid, baseline=baseline)
         values |= dict(fraction=fraction, started_at=utcnow(), started_by=by, reason=reason)
         new_id = conn.execute(s.canaries.insert().values(**values)).inserted_primary_key[0]
-        RefsContainer(conn).log_event(
-            line, channel, RefKind.CANARY, Action.CANARY_START, baseline, cid, by=by, reason=reason
+        logged = reason if report.ok else f"{FORCED}: {reason}"
+        entry = RefsContainer(conn).log_event(
+            line, channel, RefKind.CANARY, Action.CANARY_START, baseline, cid, by=by, reason=logged
         )
+        _evidence(conn, entry, report)
         return as_canary(_row(conn, new_id))
+
+
+FORCED = "forced past a refusing gate"
+
+
+def _evidence(conn, entry: int, report: GateReport) -> None:
+    """Beside the start, what it rests on, as a promote's row keeps it: the (first) contract
+    version the gate applied and the evaluations it read."""
+    contract = None
+    if report.contracts:
+        name, _, version = report.contracts[0].partition("@v")
+        contract = get_row(conn, name, int(version)).id
+    h = s.ref_history.c
+    update = s.ref_history.update().where(h.id == entry)
+    conn.execute(update.values(contract=contract, evaluations=report.evaluations))
 
 
 def canary_stop(

@@ -13,7 +13,8 @@ A round looks at SET_LINE's production channel and does the first of these that 
 3. **No canary.** List the candidates one step from production's holder, commit each new
    configuration (`set derive`), evaluate it under the contract, take the best that passes
    the gate of the contract's channel ("staging"), promote it there and start a canary of
-   it against production.
+   it against production, which takes production's gate as a promote would (if that
+   refuses, say for want of an approval, the candidate waits on staging for a later round).
 
 Every write is an ordinary mint action (derive, evaluation, promote, rollback, canary start
 and stop) done as `by`, with its numbers in the history row's reason and the gate's
@@ -259,8 +260,7 @@ def _try_candidates(r: _Round) -> Round:
         return r.done("refused" if r.steps else "idle")
     passing.sort(key=lambda p: p[0], reverse=True)
     score, cid, ev, cand = passing[0]
-    _launch(r, cid, ev, cand, len(found))
-    return r.done("canary-started")
+    return r.done(_launch(r, cid, ev, cand, len(found)))
 
 
 def _committed(r: _Round, cand) -> str:
@@ -305,11 +305,19 @@ def _score(r: _Round, ev: Evaluation) -> float:
     return -value if ("max" in m and "min" not in m) else value
 
 
-def _launch(r: _Round, cid: str, ev: Evaluation, cand, n: int) -> None:
+def _launch(r: _Round, cid: str, ev: Evaluation, cand, n: int) -> str:
     metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(ev.metrics.items()))
     why = f"loop: best of {n} candidates ({cand.description}): {metrics} (evaluation {ev.id})"
     move = promote(r.repo, cid, r.staging, by=r.by, contract=r.contract.name, reason=why)
     r.step("promote", cid, r.staging, why, entry=move.id, evaluation=ev.id)
     reason = f"loop: canary at {r.fraction:g} of {cid[:12]} ({metrics})"
-    cn.canary_start(r.repo, r.production, cid, r.fraction, by=r.by, reason=reason)
+    try:
+        cn.canary_start(r.repo, r.production, cid, r.fraction, by=r.by, reason=reason)
+    except GateRefused as exc:
+        # A canary takes production's gate (an approval, say): the candidate waits on staging,
+        # and a later round tries again once the gate passes. The loop never forces it.
+        failed = "; ".join(f"{c.check} {c.found} (needs {c.required})" for c in _failed(exc))
+        r.step("refuse", cid, PRODUCTION, f"production's gate refused a canary: {failed}")
+        return "refused"
     r.step("canary-start", cid, PRODUCTION, reason, entry=_last_entry(r), evaluation=ev.id)
+    return "canary-started"

@@ -1,6 +1,9 @@
 """Canaries: read a channel's canary and its live numbers (reader); start and stop one, which
 takes the role that moving the channel takes (as promote: writer, or a protected channel's
-role). The registry records the token's name as who started or stopped it."""
+role). A start also passes the candidate's gate for the channel, checked by the same
+`canary_start` as locally; forcing it past the gate takes what forcing a promote takes
+(admin on a protected channel). The registry records the token's name as who started or
+stopped it."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pydantic import Field
 from mint import api, objects
 from mint.ids import CanaryOutcome
 from mint.registry.auth import Reader, RepoDep, Writer, check_line, check_move, check_rev
-from mint.registry.models import Body, Rev, Text
+from mint.registry.models import Body, Name, Rev, Text
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, model_of
 from mint.registry.tokens import Identity
@@ -28,6 +31,8 @@ class CanaryStartBody(Body):
     candidate: Rev
     fraction: Annotated[float, Field(gt=0, lt=1)]
     reason: Text | None = None
+    contract: Name | None = None  # also apply this contract, as promote's does
+    force: bool = False  # past a refusing gate (needs a reason; admin on a protected channel)
 
 
 class CanaryStopBody(Body):
@@ -36,10 +41,11 @@ class CanaryStopBody(Body):
     outcome: CanaryOutcome = CanaryOutcome.STOPPED
 
 
-def check_channel(repo: Repo, who: Identity, ref: str) -> None:
-    """Starting or stopping REF's canary needs what moving REF needs (never force)."""
+def check_channel(repo: Repo, who: Identity, ref: str, *, force: bool = False) -> None:
+    """Starting or stopping REF's canary needs what moving REF needs; forcing one past its
+    gate needs what forcing a promote needs (admin on a protected channel)."""
     line, _, channel = ref.partition("@")
-    check_move(repo, who, line, channel, force=False)
+    check_move(repo, who, line, channel, force=force)
 
 
 @router.get("/canary", response_model=model_of(objects.Canary) | None)
@@ -57,10 +63,17 @@ def canary_status(repo: RepoDep, who: Reader, ref: RefQuery) -> MintJSON:
 
 @router.post("/canary/start", response_model=model_of(objects.Canary))
 def canary_start(repo: RepoDep, who: Writer, body: CanaryStartBody) -> MintJSON:
-    check_channel(repo, who, body.ref)
+    check_channel(repo, who, body.ref, force=body.force)
     check_rev(repo, who, body.candidate)
     canary = api.canary_start(
-        repo, body.ref, body.candidate, body.fraction, by=who.name, reason=body.reason
+        repo,
+        body.ref,
+        body.candidate,
+        body.fraction,
+        by=who.name,
+        reason=body.reason,
+        contract=body.contract,
+        force=body.force,
     )
     return answer(canary)
 

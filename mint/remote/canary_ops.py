@@ -6,6 +6,7 @@ not sent. A server following a registry channel polls `canary_of` on each nudge.
 
 from __future__ import annotations
 
+from mint.errors import ForceNeedsReason
 from mint.ids import CanaryOutcome
 from mint.objects import Canary, CanaryStatus
 from mint.remote.repo import RemoteRepo
@@ -29,12 +30,20 @@ def canary_start(
     *,
     by: str,
     reason: str | None = None,
+    contract: str | None = None,
+    force: bool = False,
 ) -> Canary:
-    """Serve CANDIDATE to FRACTION of LINE@CHANNEL's requests, beside the channel's holder."""
+    """Serve CANDIDATE to FRACTION of LINE@CHANNEL's requests, beside the channel's holder,
+    if the registry's gate for the channel passes (or with FORCE and a REASON; forcing a
+    protected channel needs admin)."""
     from mint.gates.canary import check_fraction  # the same words as locally, before sending
 
     fraction = check_fraction(fraction)
+    if force and not (reason and reason.strip()):
+        raise ForceNeedsReason(ref.partition("@")[2] or ref)
     body = {"ref": ref, "candidate": candidate, "fraction": fraction, "reason": reason}
+    if contract is not None or force:  # sent only when given: an older registry takes the rest
+        body |= {"contract": contract, "force": force}
     return decode(Canary, repo.client.post("/canary/start", body))
 
 
