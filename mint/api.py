@@ -12,7 +12,7 @@ Tags           tag, tag_list, tag_delete
 Sets           set_commit, set_spec, set_derive, candidates
 Contracts      contract_add, contract_show, contract_ls
 Evaluations    evaluate, record_evaluation, evaluation_checks, evaluations_of
-Channels       gate, promote, approve, rollback, history, status
+Channels       gate, promote, approve, rollback, channel_rm, history, status
 Canaries       canary_of, canary_start, canary_stop, canary_status
 The loop       improve
 Traces         traces_ls, traces_export, record_feedback, write_traces, dataset_show
@@ -76,6 +76,7 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "promote": ("mint.gates.promotion", "promote", _ANY),
     "approve": ("mint.gates.promotion", "approve", _ANY),
     "rollback": ("mint.gates.promotion", "rollback", _ANY),
+    "channel_rm": ("mint.gates.promotion", "channel_rm", _ANY),
     "history": ("mint.gates.history", "history", _ANY),
     "status": ("mint.gates.history", "status", _ANY),
     "canary_of": ("mint.gates.canary", "canary_of", _ANY),
@@ -122,6 +123,7 @@ __all__ = [
     "canary_status",
     "canary_stop",
     "candidates",
+    "channel_rm",
     "checkout",
     "clone",
     "commit",
@@ -235,7 +237,14 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.gates.evaluator import run_evaluator as evaluate
     from mint.gates.history import history, status
     from mint.gates.loop import improve
-    from mint.gates.promotion import approve, evaluation_checks, gate, promote, rollback
+    from mint.gates.promotion import (
+        approve,
+        channel_rm,
+        evaluation_checks,
+        gate,
+        promote,
+        rollback,
+    )
     from mint.hub.pull import pull
     from mint.hub.settings import HubSettings
     from mint.maintenance import fsck, gc

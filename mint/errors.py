@@ -88,6 +88,32 @@ class TagExists(RefExists):
         self.ref, self.target = ref, target
 
 
+class ReservedName(RefExists):
+    """A tag may not take a channel's name (one on its line, a protected one, or one a
+    contract guards), and a channel may not take a tag's: LINE@NAME must mean one thing."""
+
+    def __init__(self, ref: str, kind: str, why: str):
+        super().__init__(f"{ref} may not be a {kind}: {why}")
+        self.ref, self.kind, self.why = ref, kind, why
+
+
+class ChannelTypo(MintError, LookupError):
+    """A promote would create a channel whose name is a few edits from a known one."""
+
+    def __init__(self, ref: str, near: list[str]):
+        guess = " or ".join(near[:3])
+        super().__init__(f"{ref} is no channel yet; did you mean {guess}?")
+        self.ref, self.near = ref, near
+
+
+class ChannelGuarded(MintError, PermissionError):
+    """A protected channel, or one a contract guards, is never removed."""
+
+    def __init__(self, ref: str, why: str):
+        super().__init__(f"{ref} may not be removed: {why}")
+        self.ref, self.why = ref, why
+
+
 class BaseExists(RefExists):
     def __init__(self, name: str, fingerprint: str):
         super().__init__(
@@ -245,6 +271,18 @@ class NothingToRollBack(MintError, LookupError):
 
 class EvaluationFailed(MintError):
     pass
+
+
+class ContractConflict(MintError):
+    """A contract's name and version arrived with other content than the receiver records
+    under them: a version, once recorded, never changes (an admin adds a new one)."""
+
+    def __init__(self, name: str, version: int, here: str, sent: str):
+        super().__init__(
+            f"contract {name} v{version} differs: the receiving repository has {here[:12]}, "
+            f"the one sent is {sent[:12]}"
+        )
+        self.name, self.version, self.here, self.sent = name, version, here, sent
 
 
 class CanaryOpen(MintError):

@@ -276,7 +276,7 @@ class Move:
     line: str
     channel: str
     from_: str | None
-    to: str
+    to: str | None  # None: the channel was removed (`mint channel rm`)
     by: str
     reason: str | None
     contract: str | None

@@ -52,6 +52,13 @@ def _input_hints(e) -> dict:
             "a commit prefix needs 7 or more hex digits" if _short_hex(x.rev) else None
         ),
         e.TagExists: "pass --force to move it",
+        e.ReservedName: "choose another name",
+        e.ChannelTypo: lambda x: (
+            f"pass --create to make the new channel {str(x.ref).partition('@')[2]}"
+            if x.ref
+            else "pass --create to make a new channel"
+        ),
+        e.ChannelGuarded: "move it with `mint promote` or `mint rollback` instead",
         e.NotAnAdapter: "is this the folder PEFT's save_pretrained wrote?",
         e.PickleRefused: "convert it where you trust it: load it and call "
         "`model.save_pretrained(dir, safe_serialization=True)` to write safetensors",
@@ -92,6 +99,8 @@ def _registry_hints(e) -> dict:
         e.RegistryUnreachable: "check the URL, and that `mint registry serve` runs there",
         e.NotFastForward: "fetch, then push again (or --force, as a maintainer)",
         e.MissingObjects: "push what it refers to first (mint push sends it all in order)",
+        e.ContractConflict: "a recorded contract version never changes: `mint contract add` "
+        "the registry's version (`mint contract show NAME` there), or ask an admin",
     }
 
 

@@ -1,4 +1,4 @@
-"""Commands of channels: gate, promote, approve, rollback, history, status."""
+"""Commands of channels: gate, promote, approve, rollback, history, status, channel rm."""
 
 from __future__ import annotations
 
@@ -47,9 +47,14 @@ def gate(repo, rev, channel, contract_name, as_json) -> None:
 @click.option("--contract", "contract_name", help="Also apply this contract.")
 @click.option("--force", is_flag=True, help="Override a refusing gate (needs --reason; logged).")
 @click.option("--reason", help="Why (recorded in history).")
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Make CHANNEL even if its name is close to a known channel's (else: did you mean?).",
+)
 @json_option
 @with_repo
-def promote(repo, rev, channel, contract_name, force, reason, as_json) -> None:
+def promote(repo, rev, channel, contract_name, force, reason, create, as_json) -> None:
     """Check the gate guarding CHANNEL, then move LINE@CHANNEL to REV."""
     from mint.errors import GateRefused
 
@@ -62,6 +67,7 @@ def promote(repo, rev, channel, contract_name, force, reason, as_json) -> None:
             contract=contract_name,
             force=force,
             reason=reason,
+            create=create,
         )
     except GateRefused as exc:
         _report(exc.report, as_json)
@@ -176,6 +182,24 @@ def status(repo, limit, after, as_json) -> None:
     echo(table(rows, ["LINE", "KIND", "HEAD", "CHANNELS"]))
 
 
+@click.group()
+def channel() -> None:
+    """Channels themselves: remove one (moves are promote and rollback)."""
+
+
+@channel.command("rm")
+@click.argument("ref", metavar="LINE@CHANNEL")
+@json_option
+@with_repo
+def channel_rm(repo, ref, as_json) -> None:
+    """Remove LINE@CHANNEL (logged in its history); never a protected channel or one a
+    contract names. On a registry, a maintainer's."""
+    move = api.channel_rm(repo, ref, by=current_user())
+    if as_json:
+        return emit_json(move)
+    echo(f"removed channel {move.line}@{move.channel} (was {short(move.from_)})")
+
+
 def register(cli: click.Group) -> None:
-    for command in (gate, promote, approve, rollback, history, status):
+    for command in (gate, promote, approve, rollback, history, status, channel):
         cli.add_command(command)

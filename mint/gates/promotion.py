@@ -16,11 +16,12 @@ from mint import schema as s
 from mint.commits import rows
 from mint.db import insert_new
 from mint.errors import (
+    CanaryOpen,
+    ChannelGuarded,
     ForceNeedsReason,
     GateRefused,
     NothingToRollBack,
     RefConflict,
-    RefExists,
     RevisionNotFound,
 )
 from mint.faults import crash_point
@@ -31,6 +32,7 @@ from mint.gates.history import move_of
 from mint.ids import Action, CommitId, RefKind, iso, utcnow
 from mint.objects import Approval, Evaluation, GateReport, Move
 from mint.refs import Ref, RefsContainer, check_name, check_text, resolve
+from mint.refs.channel_names import check_channel_name, check_new_channel, guard_of
 from mint.repo import Repo
 
 PROMOTE_ATTEMPTS = 20
@@ -40,9 +42,7 @@ def _target(conn, rev: str, channel: str) -> tuple[str, str]:
     check_name("channel", channel)
     cid = resolve(conn, rev).id
     line = rows.commit_row(conn, cid).line
-    existing = RefsContainer(conn).get(line, channel)
-    if existing is not None and existing.kind != RefKind.CHANNEL:
-        raise RefExists(f"{line}@{channel} is a tag; a channel may not share its name")
+    check_channel_name(conn, line, channel)
     return cid, line
 
 
@@ -76,26 +76,30 @@ def promote(
     contract: str | None = None,
     force: bool = False,
     reason: str | None = None,
+    create: bool = False,
 ) -> Move:
-    """Move LINE@CHANNEL to REV if the gate passes (or with force and a reason)."""
+    """Move LINE@CHANNEL to REV if the gate passes (or with force and a reason). Creating a
+    channel a typo's distance from a known one needs CREATE (ChannelTypo otherwise)."""
     if force and not (reason and reason.strip()):
         raise ForceNeedsReason(channel)
     check_text("reason", reason)
     for _ in range(PROMOTE_ATTEMPTS):
         try:
-            return _promote_once(repo, rev, channel, contract, force, reason, by)
+            return _promote_once(repo, rev, channel, contract, force, reason, by, create)
         except RefConflict:
             continue  # someone moved the channel: check the gate again against the new holder
     raise RefConflict(f"channel {channel}", None, None)
 
 
-def _promote_once(repo, rev, channel, contract, force, reason, by) -> Move:
+def _promote_once(repo, rev, channel, contract, force, reason, by, create) -> Move:
     with repo.db.write() as conn:
         cid, line = _target(conn, rev, channel)
         refs = RefsContainer(conn)
         current = refs.get(line, channel)
         if current is not None and current.target == cid:
             return move_of(conn, current.entry)  # already there: nothing moves or is logged
+        if current is None and not create:
+            check_new_channel(conn, line, channel)  # `prodution` is refused, not created
         report = gate_report(conn, cid, line, channel, contract)
         if not report.ok and not force:
             raise GateRefused(report)
@@ -204,10 +208,35 @@ def approve(repo: Repo, rev: str, channel: str, *, by: str) -> Approval:
         cid, _ = _target(conn, rev, channel)
         a = s.approvals.c
         q = sa.select(s.approvals).where(a.commit_id == cid, a.channel == channel, a.by == by)
-        row = conn.execute(q).first()
-        if row is None:
-            # The same identity approving at the same moment counts once.
-            insert_new(conn, s.approvals, dict(commit_id=cid, channel=channel, by=by, at=utcnow()))
-            row = conn.execute(q).one()
-            return Approval(CommitId(cid), channel, by, iso(row.at), created=True)
-        return Approval(CommitId(cid), channel, by, iso(row.at), created=False)
+        created = False
+        if conn.execute(q).first() is None:
+            # The same identity approving at the same moment counts once, and only the
+            # insert that stored the row says it created it.
+            row = dict(commit_id=cid, channel=channel, by=by, at=utcnow())
+            created = insert_new(conn, s.approvals, row)
+        row = conn.execute(q).one()
+        return Approval(CommitId(cid), channel, by, iso(row.at), created=created)
+
+
+def channel_rm(repo: Repo, ref: str, *, by: str) -> Move:
+    """Remove LINE@CHANNEL (a typo's channel, one no longer used); logged in its history as
+    a `delete`. A protected channel, or one a contract names, is never removed: its history
+    is the evidence its gate rests on. Nor one with an open canary."""
+    from mint.gates.canary import open_row  # here: canaries build on promotion's moves
+
+    line, _, channel = ref.partition("@")
+    if not line or not channel:
+        raise RevisionNotFound(ref, "expected LINE@CHANNEL")
+    with repo.db.write() as conn:
+        refs = RefsContainer(conn)
+        current = refs.get(line, channel)
+        if current is None or current.kind != RefKind.CHANNEL:
+            raise RevisionNotFound(ref, "unknown channel")
+        why = guard_of(conn, channel)
+        if why is not None:
+            raise ChannelGuarded(ref, why)
+        canary = open_row(conn, line, channel)
+        if canary is not None:
+            raise CanaryOpen(ref, canary.id, canary.candidate)
+        entry = refs.remove_if_equals(current, by=by)
+        return move_of(conn, entry)

@@ -6,9 +6,10 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits import rows
-from mint.errors import RefExists, RevisionNotFound, TagExists, WrongKind
+from mint.errors import RevisionNotFound, TagExists, WrongKind
 from mint.ids import Action, CommitId, RefKind, iso
 from mint.objects import RefInfo
+from mint.refs.channel_names import check_tag_name
 from mint.refs.container import Ref, RefsContainer
 from mint.refs.revisions import check_name, check_text, resolve
 from mint.repo import Repo
@@ -46,10 +47,10 @@ def tag_in(conn, tag_name: str, rev: str, *, by: str, message=None, force=False)
     check_name("tag", name)
     refs = RefsContainer(conn)
     existing = refs.get(line, name)
-    if existing is not None and existing.kind != RefKind.TAG:
-        raise RefExists(f"{line}@{name} is a channel; a tag may not share its name")
-    if existing is not None and existing.target == target:
+    if existing is not None and existing.kind == RefKind.TAG and existing.target == target:
         return ref_info(existing)
+    # Every door that makes a tag comes here: none may make one that answers for a channel.
+    check_tag_name(conn, line, name)
     if existing is not None and not force:
         raise TagExists(f"{line}@{name}", existing.target)
     action = Action.FORCE if existing else Action.CREATE

@@ -38,7 +38,11 @@ def status_table() -> dict[type[BaseException], int]:
         e.TokenExists: 409,
         e.BlobMissing: 404,
         e.RefConflict: 409,
+        e.ContractConflict: 409,
         e.RefExists: 409,
+        e.ReservedName: 409,
+        e.ChannelTypo: 422,
+        e.ChannelGuarded: 409,
         e.NotFastForward: 409,
         e.GateRefused: 409,
         e.NothingToRollBack: 409,
@@ -89,6 +93,12 @@ def _detail(exc: BaseException):
         return {"what": exc.what, "ids": exc.ids}
     if isinstance(exc, e.RefConflict):
         return {"ref": exc.ref, "expected": exc.expected, "found": exc.found}
+    if isinstance(exc, e.ContractConflict):
+        return {"name": exc.name, "version": exc.version, "here": exc.here, "sent": exc.sent}
+    if isinstance(exc, e.ChannelTypo):
+        return {"ref": exc.ref, "near": exc.near}
+    if isinstance(exc, (e.ReservedName, e.ChannelGuarded)):
+        return {"ref": exc.ref, "why": exc.why}
     if isinstance(exc, e.NotFastForward):
         return {"line": exc.line, "head": exc.head, "new": exc.new}
     return None

@@ -84,8 +84,12 @@ def approve(repo: RepoDep, who: Maintainer, body: ApprovalBody) -> MintJSON:
     return answer(api.approve(repo, body.rev, body.channel, by=who.name))
 
 
+class PromoteCreateBody(PromoteBody):
+    create: bool = False  # a new channel a typo's distance from a known one: yes, make it
+
+
 @router.post("/promote", response_model=model_of(objects.Move))
-def promote(repo: RepoDep, who: Writer, body: PromoteBody) -> MintJSON:
+def promote(repo: RepoDep, who: Writer, body: PromoteCreateBody) -> MintJSON:
     line = queries.line_of(repo, body.rev)
     check_move(repo, who, line, body.channel, force=body.force)
     move = api.promote(
@@ -96,6 +100,7 @@ def promote(repo: RepoDep, who: Writer, body: PromoteBody) -> MintJSON:
         contract=body.contract,
         force=body.force,
         reason=body.reason,
+        create=body.create,
     )
     return answer(move)
 
@@ -105,3 +110,10 @@ def rollback(repo: RepoDep, who: Writer, body: RollbackBody) -> MintJSON:
     line, _, channel = body.ref.partition("@")
     check_move(repo, who, line, channel, force=False)
     return answer(api.rollback(repo, body.ref, by=who.name, to=body.to, reason=body.reason))
+
+
+@router.delete("/channels/{line:path}/{channel}", response_model=model_of(objects.Move))
+def channel_rm(repo: RepoDep, who: Maintainer, line: Name, channel: Name) -> MintJSON:
+    # A maintainer's, as deleting a tag; the operation refuses a protected channel.
+    check_line(who, line)
+    return answer(api.channel_rm(repo, f"{line}@{channel}", by=who.name))

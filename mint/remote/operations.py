@@ -52,6 +52,7 @@ __all__ = [
     "canary_start",
     "canary_status",
     "canary_stop",
+    "channel_rm",
     "checkout",
     "commit",
     "contract_add",
@@ -180,11 +181,15 @@ def promote(
     contract: str | None = None,
     force: bool = False,
     reason: str | None = None,
+    create: bool = False,
 ) -> Move:
-    """Move LINE@CHANNEL to REV on the registry if its gate passes (or with force)."""
+    """Move LINE@CHANNEL to REV on the registry if its gate passes (or with force); creating
+    a channel a typo's distance from a known one needs CREATE."""
     if force and not (reason and reason.strip()):
         raise ForceNeedsReason(channel)
     body = {"rev": rev, "channel": channel, "contract": contract, "force": force, "reason": reason}
+    if create:  # sent only when given: a registry that predates it still takes the rest
+        body["create"] = True
     return decode(Move, repo.client.post("/promote", body))
 
 
@@ -193,3 +198,13 @@ def rollback(
 ) -> Move:
     """Move LINE@CHANNEL back on the registry, to its previous holder or to TO."""
     return decode(Move, repo.client.post("/rollback", {"ref": ref, "to": to, "reason": reason}))
+
+
+def channel_rm(repo: RemoteRepo, ref: str, *, by: str) -> Move:
+    """Remove LINE@CHANNEL on the registry (a maintainer's; never a protected channel)."""
+    line, _, channel = ref.partition("@")
+    if not line or not channel:
+        from mint.errors import RevisionNotFound
+
+        raise RevisionNotFound(ref, "expected LINE@CHANNEL")
+    return decode(Move, repo.client.delete(f"/channels/{segment(line)}/{segment(channel)}"))
