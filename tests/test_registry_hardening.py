@@ -2,10 +2,10 @@
 raw sockets and httpx (issue 19, items 8 and 9).
 
 Slow clients: a server with `--request-timeout 1 --max-connections 8` must close a
-connection whose request head or body stalls (with a 408 where part of a request came),
-answer 503 on a connection beyond the cap, and then serve a normal request. No timing is
-asserted beyond "closed eventually": every wait for the server is bounded by WAIT seconds,
-far above the configured one.
+connection whose request head or body stalls (with a 408 where part of a request came) or
+whose client reads none of a response, answer 503 on a connection beyond the cap, and then
+serve a normal request. No timing is asserted beyond "closed eventually": every wait for the
+server is bounded by WAIT seconds, far above the configured one.
 
 Sign-in: `POST /signin` needs the CSRF value that `GET /signin` put in its form and in a
 cookie of its own; without it, or with another, it is 403 and no session cookie is set.
@@ -162,6 +162,28 @@ def test_a_stalled_upload_is_answered_408_closed_and_stores_nothing(slow):
         # The same upload, sent whole, is stored.
         stored = c.put(f"/api/v1/blobs/{UPLOAD_ID}", content=UPLOAD)
         assert stored.status_code == 201, stored.text
+
+
+def test_a_client_that_reads_none_of_its_download_is_cut_off(slow):
+    """A download whose client reads nothing for several deadlines is ended by the server
+    (it would otherwise hold its connection and its task for as long as it likes)."""
+    server, tokens, _ = slow
+    big = hashlib.sha256(b"big").digest() * (16 * 1024 * 1024 // 32)  # 16 MiB
+    big_id = hashlib.sha256(big).hexdigest()
+    with server.client(tokens["writer"]) as c:
+        assert c.put(f"/api/v1/blobs/{big_id}", content=big).status_code == 201
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: writes stall
+        s.connect((host, int(port)))
+        s.sendall(
+            f"GET /api/v1/blobs/{big_id} HTTP/1.1\r\nHost: test\r\n"
+            f"Authorization: Bearer {tokens['reader']}\r\n\r\n".encode()
+        )
+        time.sleep(5 * TIMEOUT_S)  # read nothing for several deadlines
+        got = read_until_closed(s)
+    assert status_of(got) == 200 and len(got) < len(big), len(got)
+    assert served(server, tokens["reader"]).status_code == 200
 
 
 @pytest.mark.parametrize("who", ["writer", None])

@@ -13,7 +13,9 @@ two watches to each connection:
   at least `MIN_BODY_BYTES` of it, unless the application is not reading it (reads paused:
   the wait is then the application's, not the client's); otherwise the request is answered
   408 when no response has started, and the connection is closed. The application sees the
-  client gone (`http.disconnect`), as when a client hangs up: an upload stores nothing.
+  client gone (`http.disconnect`), as when a client hangs up: an upload stores nothing;
+- the response: a client that reads none of it for a request timeout (the socket's buffers
+  full, writes paused all that time) is cut off, as when it hangs up.
 
 A connection beyond `Limits.connections` open at once is answered 503 (JSON, with
 Retry-After) and closed. Idle kept-alive connections are closed after uvicorn's keep-alive
@@ -56,6 +58,7 @@ class Protocol(H11Protocol):
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_bytes = 0  # body bytes received in the current window
         self._paused = False  # the application paused reading in the current window
+        self._write_timer: asyncio.TimerHandle | None = None
 
     # --- the head ------------------------------------------------------------------
 
@@ -88,6 +91,7 @@ class Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head()
         self._cancel_body()
+        self._cancel_write()
         super().connection_lost(exc)
 
     def _arm_head(self) -> None:
@@ -139,6 +143,30 @@ class Protocol(H11Protocol):
             cycle.disconnected = True
             cycle.message_event.set()
         self.transport.close()
+
+    # --- the response ---------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.request_timeout, self._write_expired)
+
+    def resume_writing(self) -> None:
+        self._cancel_write()
+        super().resume_writing()
+
+    def _cancel_write(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_expired(self) -> None:
+        self._write_timer = None
+        if self.transport.is_closing() or not self.flow.write_paused:
+            return
+        log.info("closed a connection from %s: it stopped reading its response", _peer(self))
+        # abort, not close: close would wait for the unread buffer to be sent first.
+        self.transport.abort()
 
     # --- the cap on connections ------------------------------------------------------
 
