@@ -4,7 +4,7 @@ open connections.
 uvicorn's HTTP/1.1 protocol (h11) waits forever for a request's head once its first byte has
 come, and for the rest of a body: anyone who can open a socket (no token needed) holds a
 connection, a task and, for an upload, a temp file for as long as they like. `Protocol` adds
-two watches to each connection:
+three watches to each connection:
 
 - the head: a request's head (its request line and headers) must be complete within the
   request timeout of its first byte (or of the connection's start); otherwise the connection
@@ -29,7 +29,6 @@ import logging
 import resource
 
 import h11
-from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -45,7 +44,8 @@ SPARE_FILES = 256  # open files beyond one per connection: database, store, logs
 
 
 class Protocol(H11Protocol):
-    """uvicorn's h11 protocol with deadlines on a request's head and body (module doc)."""
+    """uvicorn's h11 protocol with deadlines on a request's head, its body and the reading
+    of its response, and a cap on connections (module doc)."""
 
     request_timeout: float = Limits.request_timeout
     max_connections: int = Limits.connections
@@ -172,7 +172,7 @@ class Protocol(H11Protocol):
 
     async def _app_or_busy(self, scope: Scope, receive: Receive, send: Send) -> None:
         if len(self.connections) <= self.max_connections:
-            return await _quiet_disconnects(self._app, scope, receive, send)
+            return await self._app(scope, receive, send)
         log.warning("answered 503: %d connections are open", len(self.connections))
         message = (
             f"the registry has {len(self.connections) - 1} connections open, its limit "
@@ -181,19 +181,6 @@ class Protocol(H11Protocol):
         headers = {"Retry-After": "1", "Connection": "close"}
         response = error_response(503, "ServiceUnavailable", message, headers=headers)
         await response(scope, receive, send)
-
-
-async def _quiet_disconnects(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-    """APP, where a client gone while its body was read (it hung up, or its body stalled and
-    the connection was closed) is one log line, not a traceback: there is no one to answer."""
-    try:
-        await app(scope, receive, send)
-    except ClientDisconnect:
-        log.info("%s %s: the client went away before its body was read", *_what(scope))
-
-
-def _what(scope: Scope) -> tuple[str, str]:
-    return scope.get("method", "?"), scope.get("path", "?")
 
 
 def _peer(protocol: H11Protocol) -> str:
