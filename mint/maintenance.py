@@ -18,9 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.errors import InvalidConfig
+from mint.errors import EvaluationFailed, InvalidConfig, InvalidObject
 from mint.faults import crash_point
+from mint.gates.contracts import check_version
+from mint.gates.evaluations import evaluation_values
+from mint.ids import as_utc, iso, utcnow
 from mint.objects import FsckReport, GcPlan
+from mint.received import CLOCK_SKEW
 from mint.repo import Repo
 from mint.store import BlobCorrupt, BlobMissing, ObjectStore
 
@@ -49,6 +53,7 @@ def fsck(repo: Repo) -> FsckReport:
     with repo.db.read() as conn:
         commits = {r[0] for r in conn.execute(sa.select(s.commits.c.id))}
         problems += _dangling_refs(conn, commits)
+        problems += _bad_contracts(conn) + _bad_evaluations(conn, commits)
     stored = set()
     for blob_id in repo.store.iter():
         try:
@@ -81,6 +86,50 @@ def _dangling_refs(conn, commits: set[str]) -> list[str]:
     for r in conn.execute(sa.select(s.set_members.c.commit_id, s.set_members.c.member_id)):
         if r.member_id not in commits:
             out.append(f"set {r.commit_id} pins missing commit {r.member_id}")
+    return out
+
+
+def _bad_contracts(conn) -> list[str]:
+    """Contract versions that are no whole number from 1 (a push once stored `2.0` as 2)."""
+    c = s.contracts.c
+    out = []
+    for r in conn.execute(sa.select(c.id, c.name, c.version).order_by(c.name, c.version)):
+        try:
+            check_version(r.version)
+        except InvalidObject as exc:
+            out.append(f"contract {r.name} ({r.id[:12]}): {exc}")
+    return out
+
+
+def _bad_evaluations(conn, commits: set[str]) -> list[str]:
+    """Evaluation rows that `mint eval` would not have recorded: metrics that do not fit
+    their contract version or are not finite numbers, an unknown source, no identity, a
+    time in the future, or a commit or contract version that is not here."""
+    contracts = {
+        r.id: r.body for r in conn.execute(sa.select(s.contracts.c.id, s.contracts.c.body))
+    }
+    latest = utcnow() + CLOCK_SKEW
+    out = []
+    for r in conn.execute(sa.select(s.evaluations).order_by(s.evaluations.c.id)):
+        what = f"evaluation {r.id} of {str(r.commit_id)[:12]}"
+        if r.commit_id not in commits:
+            out.append(f"{what}: its commit is missing")
+        if r.contract_id not in contracts:
+            out.append(f"{what}: its contract version {str(r.contract_id)[:12]} is missing")
+            continue
+        try:
+            evaluation_values(
+                contracts[r.contract_id],
+                r.metrics,
+                source=r.source,
+                evaluator=r.evaluator,
+                data_hash=r.data_hash,
+                by=r.by,
+            )
+        except EvaluationFailed as exc:
+            out.append(f"{what}: {exc}")
+        if as_utc(r.at) > latest:
+            out.append(f"{what}: it was made at {iso(r.at)}, in the future")
     return out
 
 

@@ -9,14 +9,16 @@ compare-and-swap, fast-forward only unless forced. The wire format is in docs/re
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
 
+from mint import received
 from mint import schema as s
 from mint.bases import fingerprint
 from mint.commits import rows
+from mint.commits.arriving import new_commit
 from mint.errors import (
     BaseMismatch,
     InvalidObject,
@@ -26,10 +28,10 @@ from mint.errors import (
     RevisionNotFound,
     WrongKind,
 )
-from mint.gates.contracts import parse_contract
-from mint.ids import Action, Kind, RefKind, Role, iso, object_id, utcnow
-from mint.objects import FileEntry, Member, TensorEntry
-from mint.refs import check_name
+from mint.gates.contracts import contract_row, receive_contract
+from mint.gates.evaluations import evaluation_values
+from mint.ids import Action, Kind, iso, utcnow
+from mint.refs import RefsContainer, check_name
 from mint.repo import Repo
 
 
@@ -148,68 +150,58 @@ def _evaluations_wire(conn, ids: list[str]) -> list[dict]:
 # --- receiving -----------------------------------------------------------------------
 
 
-def new_commit(wire: dict) -> rows.NewCommit:
-    """A commit from its wire form, its id recomputed and checked."""
-    try:
-        c = rows.NewCommit(
-            kind=Kind(wire["kind"]),
-            line=check_name("line", wire["line"]),
-            parents=[str(p) for p in wire["parents"]],
-            files={str(p): FileEntry(str(b), int(n)) for p, (b, n) in wire["files"].items()},
-            base=wire["base"],
-            base_fingerprint=wire["base_fingerprint"],
-            message=str(wire["message"]),
-            author=str(wire["author"]),
-            created_at=str(wire["created_at"]),
-            meta=dict(wire["meta"]),
-            provenance=dict(wire["provenance"]),
-            peft=wire["peft"],
-            config=wire["config"],
-            tensors=[
-                TensorEntry(str(n), str(t), [int(x) for x in sh], str(h), int(b), str(f), int(o))
-                for n, t, sh, h, b, f, o in wire["tensors"]
-            ],
-            members=[
-                Member(Role(r), str(label), str(m), str(q)) for r, label, m, q in wire["members"]
-            ],
-        )
-        dt.datetime.fromisoformat(c.created_at)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InvalidObject(f"malformed commit object: {type(exc).__name__}: {exc}") from None
-    if c.id != wire.get("id"):
-        raise InvalidObject(f"commit object {str(wire.get('id'))[:12]} hashes to {c.id[:12]}")
-    return c
+def _anything(line: str) -> None:
+    """A fetch into this repository may touch every line."""
 
 
-def import_objects(repo: Repo, payload: dict, *, pushed_by: str | None) -> ImportResult:
+@dataclass(frozen=True)
+class Admission:
+    """What the sender of a payload may do here. A registry makes one from the pushing token;
+    a fetch or clone into this repository takes the registry's objects (LOCAL)."""
+
+    by: str | None = None  # the pusher, recorded as pushed_by (None: a fetch)
+    check_line: Callable[[str], None] = _anything  # raises Forbidden for a line out of reach
+    add_contracts: bool = True  # may record contract versions that are not here yet
+
+
+LOCAL = Admission()
+
+
+def import_objects(
+    repo: Repo, payload: dict, *, pushed_by: str | None, admission: Admission | None = None
+) -> ImportResult:
     """Record the bases, commits and evaluations of PAYLOAD that are not here yet.
 
-    Everything is checked first; all of it is then recorded in one transaction, which also
-    finds every blob the commits name in the store (see Database.guard_blobs)."""
-    try:
-        commits = [new_commit(w) for w in payload.get("commits", [])]
-        bases, evaluations = list(payload.get("bases", [])), list(payload.get("evaluations", []))
-    except AttributeError:
-        raise InvalidObject("an object payload is {bases, commits, evaluations}") from None
+    Every commit is checked first (see mint.commits.arriving); all of it is then checked
+    against what is here and recorded in one transaction, which also finds every blob the
+    commits name in the store (see Database.guard_blobs). Anything refused leaves nothing."""
+    admission = admission or replace(LOCAL, by=pushed_by)
+    if not isinstance(payload, dict):
+        raise InvalidObject("an object payload is {bases, commits, evaluations}")
+    commits = [new_commit(w) for w in received.listing(payload.get("commits", []), "commits")]
+    bases = received.listing(payload.get("bases", []), "bases")
+    evaluations = received.listing(payload.get("evaluations", []), "evaluations")
     with repo.db.write() as conn:
         repo.db.guard_blobs(conn, exclusive=False)
         for b in bases:
             _receive_base(conn, b)
-        stored, present = _receive_commits(repo, conn, commits, pushed_by)
+        stored, present = _receive_commits(repo, conn, commits, admission)
         for ev in evaluations:
-            _receive_evaluation(conn, ev, pushed_by)
+            _receive_evaluation(conn, ev, admission)
     return ImportResult(stored, present)
 
 
-def _receive_base(conn, wire: dict) -> None:
-    try:
-        name, fp, config = str(wire["name"]), str(wire["fingerprint"]), dict(wire["config"])
-    except (KeyError, TypeError, ValueError):
-        raise InvalidObject("malformed base object") from None
+def _receive_base(conn, wire: object) -> None:
+    if not isinstance(wire, dict) or set(wire) != {"name", "fingerprint", "config"}:
+        raise InvalidObject(
+            f"base object is {received.shown(wire)}: {{name, fingerprint, config}}"
+        )
+    name = check_name("base", received.text(wire["name"], "a base name", max_len=200))
+    fp = received.hex64(wire["fingerprint"], f"base {name}'s fingerprint")
+    config = received.table(wire["config"], f"base {name}'s config")
     if fingerprint(config) != fp:
         raise InvalidObject(f"base {name}'s config does not hash to its fingerprint {fp[:12]}")
-    row = conn.execute(sa.select(s.bases).where(s.bases.c.name == check_name("base", name)))
-    found = row.first()
+    found = conn.execute(sa.select(s.bases).where(s.bases.c.name == name)).first()
     if found is None:
         values = dict(name=name, fingerprint=fp, config=config, source=None, created_at=utcnow())
         conn.execute(s.bases.insert().values(**values))
@@ -219,32 +211,47 @@ def _receive_base(conn, wire: dict) -> None:
         )
 
 
-def _receive_commits(repo: Repo, conn, commits, pushed_by) -> tuple[list[str], list[str]]:
+def _receive_commits(repo: Repo, conn, commits, admission: Admission):
+    """Record the commits not here yet; the sender must reach each one's line and, for a set,
+    the line of every member (a set is a way to read its members)."""
     stored, present = [], []
     for c in commits:
+        admission.check_line(c.line)
         cid = c.id
         if conn.execute(sa.select(s.commits.c.id).where(s.commits.c.id == cid)).first():
             present.append(cid)
-            continue
-        _check_refers(repo, conn, c)
-        rows.insert_commit(conn, c, dt.datetime.fromisoformat(c.created_at))
-        if pushed_by is not None:
-            q = s.commits.update().where(s.commits.c.id == cid).values(pushed_by=pushed_by)
-            conn.execute(q)
-        stored.append(cid)
+        else:
+            _check_refers(repo, conn, c)
+            rows.insert_commit(conn, c, received.timestamp(c.created_at, "created_at"))
+            if admission.by is not None:
+                q = s.commits.update().where(s.commits.c.id == cid).values(pushed_by=admission.by)
+                conn.execute(q)
+            stored.append(cid)
+        for line in member_lines(conn, cid):
+            admission.check_line(line)
     return stored, present
 
 
+def member_lines(conn, cid: str) -> list[str]:
+    """The lines of the members of the set CID (none for an adapter)."""
+    m, c = s.set_members.c, s.commits.c
+    q = sa.select(c.line).join(s.set_members, m.member_id == c.id).where(m.commit_id == cid)
+    return sorted(set(conn.execute(q).scalars()))
+
+
 def _check_refers(repo: Repo, conn, c: rows.NewCommit) -> None:
-    """Parents and members are recorded, blobs stored (at the sizes given), the base known."""
+    """Parents and members are recorded (members are adapters), blobs stored at the sizes
+    given, the base known, the line of this kind."""
     ids = c.parents + [m.commit_id for m in c.members]
     if ids:
-        known = {
-            r[0] for r in conn.execute(sa.select(s.commits.c.id).where(s.commits.c.id.in_(ids)))
-        }
+        q = sa.select(s.commits.c.id, s.commits.c.kind).where(s.commits.c.id.in_(ids))
+        known = {r.id: r.kind for r in conn.execute(q)}
         missing = [i for i in ids if i not in known]
         if missing:
             raise MissingObjects("commits", missing)
+        sets = [m.commit_id for m in c.members if known[m.commit_id] != Kind.ADAPTER]
+        if sets:
+            raise WrongKind(f"a set's members are adapters; {sets[0][:12]} is a set")
     blobs = [f.sha256 for f in c.files.values()]
     missing = [b for b in blobs if not repo.store.has(b)]
     if missing:
@@ -265,57 +272,42 @@ def _check_refers(repo: Repo, conn, c: rows.NewCommit) -> None:
             )
 
 
-def _receive_evaluation(conn, wire: dict, pushed_by: str | None) -> None:
-    try:
-        contract, commit = dict(wire["contract"]), str(wire["commit"])
-        name, version = str(contract["name"]), int(contract["version"])
-        body = parse_contract(str(contract["source"]), f"contract {name}")
-        at = dt.datetime.fromisoformat(str(wire["at"]))
-        row = dict(
-            commit_id=commit,
-            metrics=dict(wire["metrics"]),
-            source=str(wire["source"]),
-            evaluator=wire.get("evaluator"),
-            data_hash=wire.get("data_hash"),
-            by=str(wire["by"]),
-            at=at,
-        )
-    except (KeyError, TypeError, ValueError):
-        raise InvalidObject("malformed evaluation object") from None
-    if body["name"] != name:
-        raise InvalidObject(f"contract source names {body['name']}, not {name}")
-    source = str(contract["source"])
-    row["contract_id"] = _receive_contract(conn, name, version, body, source, pushed_by)
-    row["pushed_by"] = pushed_by
+EVALUATION_KEYS = {"commit", "contract", "metrics", "source", "evaluator", "data_hash", "by", "at"}
+
+
+def _receive_evaluation(conn, wire: object, admission: Admission) -> None:
+    """One evaluation, checked as `mint eval` checks it (evaluation_values), of a commit
+    here or in this payload, under a contract version recorded or admitted here. `by` is who
+    ran it, as the sender recorded; `pushed_by` the token that brought it."""
+    if not isinstance(wire, dict) or set(wire) != EVALUATION_KEYS:
+        got = sorted(wire) if isinstance(wire, dict) else wire
+        raise InvalidObject(f"malformed evaluation object: {received.shown(got)}")
+    commit = received.hex64(wire["commit"], "an evaluation's commit")
+    line = conn.execute(sa.select(s.commits.c.line).where(s.commits.c.id == commit)).scalar()
+    if line is None:
+        raise MissingObjects("commits (an evaluation's: push it with its commit)", [commit])
+    admission.check_line(line)
+    contract_id = receive_contract(
+        conn, wire["contract"], by=admission.by or "fetch", may_add=admission.add_contracts
+    )
+    values = evaluation_values(
+        contract_row(conn, contract_id).body,
+        wire["metrics"],
+        source=wire["source"],
+        evaluator=wire["evaluator"],
+        data_hash=wire["data_hash"],
+        by=wire["by"],
+    )
+    at = received.timestamp(
+        wire["at"], "an evaluation's time", not_after=utcnow() + received.CLOCK_SKEW
+    )
     e = s.evaluations.c
     same = sa.select(e.id).where(
-        e.commit_id == commit, e.contract_id == row["contract_id"], e.by == row["by"], e.at == at
+        e.commit_id == commit, e.contract_id == contract_id, e.by == values["by"], e.at == at
     )
     if conn.execute(same).first() is None:
-        conn.execute(s.evaluations.insert().values(**row))
-
-
-def _receive_contract(conn, name: str, version: int, body: dict, source: str, by) -> str:
-    cid = object_id({"version": version, "body": body})
-    c = s.contracts.c
-    found = conn.execute(sa.select(c.id).where(c.name == name, c.version == version)).scalar()
-    if found is None:
-        conn.execute(
-            s.contracts.insert().values(
-                id=cid,
-                name=name,
-                version=version,
-                channel=body["channel"],
-                body=body,
-                lines=body["lines"],
-                source=source,
-                created_at=utcnow(),
-                created_by=by or "push",
-            )
-        )
-    elif found != cid:
-        raise RefConflict(f"contract {name} v{version}", cid, found)
-    return cid
+        row = dict(commit_id=commit, contract_id=contract_id, at=at, **values)
+        conn.execute(s.evaluations.insert().values(pushed_by=admission.by, **row))
 
 
 # --- moving a line head -------------------------------------------------------------------
@@ -323,45 +315,23 @@ def _receive_contract(conn, name: str, version: int, body: dict, source: str, by
 
 def move_head(repo: Repo, line: str, old: str | None, new: str, *, force: bool, by: str) -> None:
     """Point LINE at NEW if it is still at OLD (None: the line is new); NEW must descend from
-    OLD unless FORCE. The move is logged in ref_history as a head move."""
+    OLD unless FORCE. The refs container moves it by compare-and-swap and logs it in
+    ref_history as a head move."""
     check_name("line", line)
     with repo.db.write() as conn:
         row = rows.commit_row(conn, new)
         if row.line != line:
             raise WrongKind(f"{new[:12]} is a commit of line {row.line}, not {line}")
-        current = conn.execute(sa.select(s.lines).where(s.lines.c.name == line)).first()
-        head = current.head if current else None
+        refs = RefsContainer(conn)
+        head = refs.head(line)
         if head != old:
             raise RefConflict(f"line {line}", old, head)
         if head == new:
             return
         if head is not None and not force and not is_ancestor(conn, head, new):
             raise NotFastForward(line, head, new)
-        _set_head(conn, line, Kind(row.kind), head, new)
         action = Action.FORCE if force and head is not None else Action.PUSH
-        conn.execute(
-            s.ref_history.insert().values(
-                line=line,
-                name="HEAD",
-                kind=RefKind.HEAD,
-                action=action,
-                old=head,
-                new=new,
-                by=by,
-                at=utcnow(),
-            )
-        )
-
-
-def _set_head(conn, line: str, kind: Kind, head: str | None, new: str) -> None:
-    count = sa.select(sa.func.count()).where(s.commits.c.line == line).scalar_subquery()
-    if head is None:
-        values = dict(name=line, kind=kind, head=new, commit_count=count, created_at=utcnow())
-        conn.execute(s.lines.insert().values(**values))
-        return
-    q = s.lines.update().where(s.lines.c.name == line, s.lines.c.head == head)
-    if conn.execute(q.values(head=new, commit_count=count)).rowcount != 1:
-        raise RefConflict(f"line {line}", head, None)
+        refs.move_head(line, Kind(row.kind), head, new, by=by, action=action)
 
 
 def is_ancestor(conn, ancestor: str, descendant: str) -> bool:

@@ -9,12 +9,21 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from mint import received
 from mint import schema as s
 from mint.db import insert_new
-from mint.errors import InvalidConfig, RefConflict, RevisionNotFound
+from mint.errors import (
+    ContractConflict,
+    Forbidden,
+    InvalidConfig,
+    InvalidObject,
+    RefConflict,
+    RevisionNotFound,
+)
 from mint.ids import ContractId, iso, object_id, utcnow
 from mint.objects import Contract, ContractAdded
 from mint.refs import check_name
+from mint.refs.revisions import MAX_NAME
 from mint.repo import Repo
 
 TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "lines", "live"}
@@ -23,6 +32,8 @@ EVALUATOR_KEYS = {"command", "timeout", "version", "data"}
 LIVE_KEYS = {"min_score", "max_drop", "min_traces"}
 DEFAULT_TIMEOUT = 600.0
 MAX_TIMEOUT = 7 * 24 * 3600.0
+MAX_VERSION = 2**31 - 1  # the version column is a 32-bit integer
+MAX_SOURCE = 1024 * 1024  # characters of TOML, as the registry's contract route takes
 
 
 def is_finite_number(value: object) -> bool:
@@ -169,25 +180,69 @@ def contract_add(repo: Repo, path: str | os.PathLike, *, by: str) -> ContractAdd
         if latest is not None and latest.body == body:
             return ContractAdded(_contract(latest), created=False)
         version = 1 if latest is None else latest.version + 1
-        cid = object_id({"version": version, "body": body})
-        row = dict(
-            id=cid,
-            name=body["name"],
-            version=version,
-            channel=body["channel"],
-            body=body,
-            lines=body["lines"],
-            source=text,
-            created_at=utcnow(),
-            created_by=by,
-        )
-        if not insert_new(conn, s.contracts, row):
+        cid = contract_id(version, body)
+        if not insert_new(conn, s.contracts, _new_row(cid, version, body, text, by)):
             # Another writer added a version at the same moment: the same content is a no-op.
             latest = _latest_row(conn, body["name"])
             if latest is not None and latest.body == body:
                 return ContractAdded(_contract(latest), created=False)
             raise RefConflict(f"contract {body['name']}", None, latest.id if latest else None)
         return ContractAdded(_contract(contract_row(conn, cid)), created=True)
+
+
+def contract_id(version: int, body: dict) -> str:
+    """A contract version's id: the hash of its number and canonical body."""
+    return object_id({"version": version, "body": body})
+
+
+def _new_row(cid: str, version: int, body: dict, text: str, by: str) -> dict:
+    return dict(
+        id=cid,
+        name=body["name"],
+        version=version,
+        channel=body["channel"],
+        body=body,
+        lines=body["lines"],
+        source=text,
+        created_at=utcnow(),
+        created_by=by,
+    )
+
+
+def check_version(value: object) -> int:
+    """A contract version as it arrives from elsewhere: a JSON integer from 1 to MAX_VERSION.
+    Not 2.0, "2", true or 1e400: a check that let those through once let a writer add a
+    version of a gate's contract."""
+    return received.whole(value, "a contract version", low=1, high=MAX_VERSION)
+
+
+def receive_contract(conn, wire: object, *, by: str, may_add: bool) -> str:
+    """The id of the contract version WIRE ({name, version, source}) names, recorded here
+    when it is new, which needs MAY_ADD (on a registry: an admin's token). The same name and
+    version with other content is a ContractConflict: a recorded version never changes."""
+    if not isinstance(wire, dict) or set(wire) != {"name", "version", "source"}:
+        raise InvalidObject(
+            f"contract object is {received.shown(wire)}: {{name, version, source}}"
+        )
+    name = received.text(wire["name"], "a contract name", max_len=MAX_NAME, empty=False)
+    version = check_version(wire["version"])
+    source = received.text(wire["source"], f"contract {name}'s source", max_len=MAX_SOURCE)
+    body = parse_contract(source, f"contract {name} v{version}")
+    if body["name"] != name:
+        raise InvalidObject(f"contract {name} v{version}'s source names {body['name']}")
+    cid = contract_id(version, body)
+    c = s.contracts.c
+    here = sa.select(c.id).where(c.name == name, c.version == version)
+    found = conn.execute(here).scalar()
+    if found is None:
+        if not may_add:
+            raise Forbidden(by, f"add contract {name} v{version} by push: that needs an admin")
+        if insert_new(conn, s.contracts, _new_row(cid, version, body, source, by)):
+            return cid
+        found = conn.execute(here).scalar()  # another writer recorded it meanwhile
+    if found != cid:
+        raise ContractConflict(name, version, found, cid)
+    return cid
 
 
 def contract_show(repo: Repo, name: str, version: int | None = None) -> Contract:

@@ -7,12 +7,15 @@ import math
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.errors import EvaluationFailed
+from mint.errors import EvaluationFailed, InvalidObject
 from mint.gates.contracts import contract_row, get_row
 from mint.ids import ContractId, EvalSource, iso, utcnow
 from mint.objects import Evaluation
+from mint.received import json_value, shown
 from mint.refs import resolve
 from mint.repo import Repo
+
+MAX_BY = 200  # the column's width
 
 
 def record(
@@ -30,20 +33,48 @@ def record(
     with repo.db.write() as conn:
         cid = resolve(conn, rev).id
         row = get_row(conn, contract)
-        values = check_metrics(row.body, metrics)
+        values = evaluation_values(
+            row.body, metrics, source=source, evaluator=evaluator, data_hash=data_hash, by=by
+        )
         eid = conn.execute(
-            s.evaluations.insert().values(
-                commit_id=cid,
-                contract_id=row.id,
-                metrics=values,
-                source=source,
-                evaluator=evaluator,
-                data_hash=data_hash,
-                by=by,
-                at=utcnow(),
-            )
+            s.evaluations.insert().values(commit_id=cid, contract_id=row.id, at=utcnow(), **values)
         ).inserted_primary_key[0]
         return evaluation(conn, eid)
+
+
+def evaluation_values(
+    body: dict,
+    metrics: object,
+    *,
+    source: object,
+    evaluator: object,
+    data_hash: object,
+    by: object,
+) -> dict:
+    """The checked columns of an evaluation under the contract BODY (metrics, source,
+    evaluator, data_hash, by). `mint eval`, the registry's route and an evaluation arriving
+    by push or fetch all pass here: one check, wherever an evaluation comes from."""
+    if not isinstance(metrics, dict):
+        raise EvaluationFailed(f"metrics are {shown(metrics)}: a table of name = number")
+    values = check_metrics(body, metrics)
+    if not isinstance(source, str) or source not in {str(x) for x in EvalSource}:
+        known = ", ".join(str(x) for x in EvalSource)
+        raise EvaluationFailed(f"unknown evaluation source {shown(source)} (known: {known})")
+    if evaluator is not None and not isinstance(evaluator, dict):
+        raise EvaluationFailed(f"evaluator is {shown(evaluator)}: a table or nothing")
+    if data_hash is not None and not (isinstance(data_hash, str) and 0 < len(data_hash) <= 64):
+        raise EvaluationFailed(f"data hash is {shown(data_hash)}: a string of 1 to 64 characters")
+    if not (isinstance(by, str) and by.strip() and len(by) <= MAX_BY):
+        raise EvaluationFailed(
+            f"evaluated by {shown(by)}: an identity of 1 to {MAX_BY} characters"
+        )
+    try:
+        json_value(evaluator, "evaluator")
+    except InvalidObject as exc:
+        raise EvaluationFailed(str(exc)) from None
+    return dict(
+        metrics=values, source=str(source), evaluator=evaluator, data_hash=data_hash, by=by
+    )
 
 
 def check_metrics(body: dict, metrics: dict) -> dict:
@@ -52,7 +83,8 @@ def check_metrics(body: dict, metrics: dict) -> dict:
     unknown = sorted(set(metrics) - set(names))
     if unknown:
         raise EvaluationFailed(
-            f"unknown metric key {unknown[0]!r}: contract {body['name']} has {', '.join(names)}"
+            f"unknown metric key {shown(unknown[0])}: contract {body['name']} has "
+            f"{', '.join(names)}"
         )
     missing = [n for n in names if n not in metrics]
     if missing:
@@ -66,9 +98,9 @@ def check_metrics(body: dict, metrics: dict) -> dict:
         except (ValueError, OverflowError):
             value = None
         if value is None:
-            raise EvaluationFailed(f"metric {k!r} is not a number: {v!r}")
+            raise EvaluationFailed(f"metric {shown(k)} is not a number: {shown(v)}")
         if not math.isfinite(value):
-            raise EvaluationFailed(f"metric {k!r} is {v!r}: metrics must be finite numbers")
+            raise EvaluationFailed(f"metric {shown(k)} is {shown(v)}: metrics must be finite")
         out[k] = value
     return out
 

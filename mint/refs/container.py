@@ -56,6 +56,27 @@ class RefsContainer:
         if moved != 1:
             raise RefConflict(f"line {line}", old, self.head(line))
 
+    def move_head(
+        self, line: str, kind: Kind, old: str | None, new: str, *, by: str, action: Action
+    ) -> int:
+        """Move LINE's head from OLD (None: the line is new) to NEW, as a push or fetch does,
+        and log the move in ref_history. The line's commit count becomes the number of its
+        commits here (a push brings many at once). Returns the history row's id."""
+        count = sa.select(sa.func.count()).where(s.commits.c.line == line).scalar_subquery()
+        if old is None:
+            row = dict(name=line, kind=kind, head=new, commit_count=count, created_at=utcnow())
+            if not insert_new(self.conn, s.lines, row):
+                raise RefConflict(f"line {line}", None, self.head(line))
+        else:
+            moved = self.conn.execute(
+                s.lines.update()
+                .where(s.lines.c.name == line, s.lines.c.head == old)
+                .values(head=new, commit_count=count)
+            ).rowcount
+            if moved != 1:
+                raise RefConflict(f"line {line}", old, self.head(line))
+        return self._log(line, "HEAD", RefKind.HEAD, action, old, new, by, utcnow())
+
     def retract_head(self, line: str, new: str, old: str | None) -> bool:
         """Undo a head move this process made: LINE back from NEW to OLD (None: remove the
         line), if it is still at NEW. False when someone moved it since."""

@@ -11,13 +11,12 @@ from pydantic import BaseModel
 
 from mint import api, objects, transfer
 from mint import schema as s
-from mint.errors import Forbidden, RevisionNotFound
-from mint.registry import queries
+from mint.errors import RevisionNotFound
 from mint.registry.auth import Reader, RepoDep, Writer, check_line, need
 from mint.registry.models import MAX_IDS, HeadBody, HeadMoved, Id64, Imported, Name, ObjectsBody
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, list_of
-from mint.registry.tokens import Access, Identity
+from mint.registry.tokens import Access
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["transfer"])
 
@@ -33,45 +32,34 @@ class LineObjects(BaseModel):
 @router.post("/objects", response_model=Imported)
 def receive_objects(repo: RepoDep, who: Writer, body: ObjectsBody) -> MintJSON:
     """Record commits (ids recomputed), the bases they are bound to and their evaluations;
-    every blob they name must be stored already. The pusher is recorded beside each author."""
-    payload = body.model_dump()
-    _check_payload(repo, who, payload)
-    result = transfer.import_objects(repo, payload, pushed_by=who.name)
+    every blob they name must be stored already. The pusher is recorded beside each author.
+
+    Everything is checked inside the import's one transaction, as the local commands check
+    it: the token must reach the line of every commit, of every set member and of every
+    evaluated commit, and only an admin adds a contract version."""
+    admission = transfer.Admission(
+        by=who.name,
+        check_line=lambda line: check_line(who, line),
+        add_contracts=who.role.allows(Access.ADMIN),
+    )
+    result = transfer.import_objects(
+        repo, body.model_dump(), pushed_by=who.name, admission=admission
+    )
     return answer({"stored": result.stored, "present": result.present})
-
-
-def _check_payload(repo, who: Identity, payload: dict) -> None:
-    """The token's lines must hold every commit and evaluated commit; only an admin adds
-    contract versions (by pushing evaluations made under them)."""
-    lines = {c["id"]: c["line"] for c in payload["commits"] if _str(c, "id") and _str(c, "line")}
-    if who.lines is not None:
-        evaluated = [e["commit"] for e in payload["evaluations"] if _str(e, "commit")]
-        known = queries.commit_lines(repo, [i for i in evaluated if i not in lines])
-        for line in {**known, **lines}.values():
-            check_line(who, line)
-    pairs = {
-        (e["contract"]["name"], e["contract"]["version"])
-        for e in payload["evaluations"]
-        if isinstance(e.get("contract"), dict)
-        and _str(e["contract"], "name")
-        and type(e["contract"].get("version")) is int
-    }
-    unknown = queries.unknown_contract_versions(repo, pairs) if pairs else []
-    if unknown and not who.role.allows(Access.ADMIN):
-        raise Forbidden(who.name, f"add contract {unknown[0]} by push: that needs an admin")
-
-
-def _str(d: dict, key: str) -> bool:
-    return isinstance(d.get(key), str)
 
 
 @router.post("/lines/{line:path}/head", response_model=HeadMoved)
 def move_head(repo: RepoDep, who: Writer, line: Name, body: HeadBody) -> MintJSON:
     """Move LINE's head from OLD (null: a new line) to NEW; 409 if it is not at OLD, or NEW
-    does not descend from it (unless forced: a maintainer's)."""
+    does not descend from it (unless forced: a maintainer's). A set's head needs the token to
+    reach every member's line, as pushing the set did."""
     check_line(who, line)
     if body.force:
         need(who, Access.MAINTAINER, "force a line head")
+    if who.lines is not None:
+        with repo.db.read() as conn:
+            for member_line in transfer.member_lines(conn, body.new):
+                check_line(who, member_line)
     transfer.move_head(repo, line, body.old, body.new, force=body.force, by=who.name)
     return answer({"line": line, "head": body.new})
 

@@ -24,6 +24,7 @@ from mint.commits import rows
 from mint.commits.files import empty_folder
 from mint.errors import (
     DestinationNotEmpty,
+    InvalidObject,
     NotFastForward,
     PushRejected,
     RefConflict,
@@ -296,8 +297,12 @@ def _haves(repo: Repo, line: str) -> list[str]:
 
 
 def _receive(repo: Repo, remote: RemoteRepo, data: dict, progress):
-    """Blobs first (verified, durable), then the objects in one transaction."""
-    sizes = {b: int(n) for c in data["commits"] for b, n in c["files"].values()}
+    """Blobs first (verified, durable), then the objects in one transaction. The commits are
+    checked before a byte is downloaded: their sizes are what the downloads trust."""
+    if not isinstance(data, dict):
+        raise InvalidObject("the registry's objects are not a JSON object")
+    commits = [transfer.new_commit(c) for c in data.get("commits", [])]
+    sizes = {f.sha256: f.size for c in commits for f in c.files.values()}
     got = fetch_into_store(remote.client, repo.store, sizes, repo.mint_dir, progress)
     payload = {k: data.get(k, []) for k in ("bases", "commits", "evaluations")}
     imported = transfer.import_objects(repo, payload, pushed_by=None)
