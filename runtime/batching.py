@@ -7,9 +7,13 @@ future for its result and, for a streaming caller, `on_event(kind, value)`:
 - `("text", delta)` as the answer is decoded,
 - `("done", TurnResult)`, `("error", exception)` or `("cancelled", None)` at the end.
 
+A turn that fails by itself (its text cannot be tokenized, say) is failed at once by
+`Ticket.fail` while its batch goes on; see `pipeline.run_turns` and `isolation`.
+
 The `Scheduler`'s worker waits for a first ticket, gathers more for up to `window` seconds or
-until `max_batch` are waiting, and hands the batch to its `run` callable. Batches run one
-after the other, so a swap (which injects adapters under the model lock) lands between them.
+until `max_batch` are waiting, and hands the batch to its `run` callable, its short
+conversations first and its long ones after them (`by_length`). Batches run one after the
+other, so a swap (which injects adapters under the model lock) lands between them.
 `BatchPolicy(window=0, max_batch=1)` serves one turn at a time.
 """
 
@@ -25,6 +29,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
+from mint.runtime import prompts
 from mint.runtime.errors import NotServing, TurnCancelled
 from mint.runtime.pipeline import TurnJob, TurnResult
 
@@ -59,7 +64,9 @@ class Ticket:
         self.submitted = time.perf_counter()
         self._on_event = on_event
         self._cancel = threading.Event()
+        self.chars = sum(len(prompts.text_of(m.get("content"))) for m in job.messages)
         self._finished = False
+        self._failed = False  # failed alone while its batch went on (see `fail`)
         self.job = TurnJob(
             job.messages,
             job.expert,
@@ -68,6 +75,7 @@ class Ticket:
             on_route=self._routed,
             on_text=self._text if on_event else None,
             cancelled=self._cancel.is_set,
+            on_error=self.fail,
         )
 
     def cancel(self) -> None:
@@ -86,13 +94,25 @@ class Ticket:
         """The job to run, with the time it waited in the queue."""
         return dataclasses.replace(self.job, queued=time.perf_counter() - self.submitted)
 
+    def fail(self, error: BaseException) -> None:
+        """Fail this turn now, while the rest of its batch runs on: settle the future and
+        tell a streaming caller. The lease ends with the batch (`finish`), which still uses
+        the version."""
+        if self._finished or self._failed:
+            return
+        self._failed = True
+        self._settle(error=error)
+        self.emit("error", error)
+
     def finish(self, result: TurnResult | None, error: BaseException | None = None) -> None:
         """Settle the future, tell a streaming caller and end the lease (once)."""
         if self._finished:
             return
         self._finished = True
         try:
-            if error is not None:
+            if self._failed:
+                pass  # settled by `fail`; only the lease is left to end
+            elif error is not None:
                 self._settle(error=error)
                 self.emit("error", error)
             elif result is None or result.finish_reason == "cancelled":
@@ -135,6 +155,19 @@ class Ticket:
 
     def _text(self, delta: str) -> None:
         self.emit("text", delta)
+
+
+LONG_TEXT = 4096  # characters of conversation: past this, a prompt is long for most models
+
+
+def by_length(batch: Sequence[Ticket]) -> list[list[Ticket]]:
+    """A gathered batch as it runs: the turns of short conversations first, those of more
+    than LONG_TEXT characters after them, on their own. A long prompt pads every row it shares
+    a decoding call with to its length, and a batch answers when its last turn is done: so
+    short turns run, and are answered, without waiting for one client's long prompts."""
+    short = [t for t in batch if getattr(t, "chars", 0) <= LONG_TEXT]
+    long = [t for t in batch if getattr(t, "chars", 0) > LONG_TEXT]
+    return [part for part in (short, long) if part]
 
 
 class Scheduler:
@@ -182,8 +215,8 @@ class Scheduler:
             for ticket in batch:
                 if ticket.cancelled:
                     ticket.finish(None)
-            if live:
-                self._run(live)
+            for part in by_length(live):
+                self._run(part)
 
     def _run(self, batch: Sequence[Ticket]) -> None:
         try:

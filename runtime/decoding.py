@@ -8,6 +8,8 @@ or beside others (the logits differ only by floating-point rounding).
 
 Rows are grouped so that the longest prompt plus the largest token limit of a group fits the
 base's positions: every row is then decoded from the same prompt it would have alone.
+`generate_each` is the same, except that a group whose call fails is decoded again row by
+row, so that one row that cannot be decoded fails alone (its exception in its place).
 
 `TextStream` turns a row's tokens into text deltas. It decodes cumulatively, holds back an
 incomplete UTF-8 character (decoded as U+FFFD) and trailing whitespace, and drops leading
@@ -16,6 +18,8 @@ whitespace, so that the deltas joined are exactly the row's final text, which is
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -127,6 +131,54 @@ def generate_rows(base: Any, rows: Sequence[GenRow]) -> list[Generation]:
     return results  # type: ignore[return-value]
 
 
+def generate_each(base: Any, rows: Sequence[GenRow]) -> list[Generation | Exception]:
+    """`generate_rows`, where a row that fails takes no other row with it: a group whose
+    decoding call raised is decoded again row by row, and a row that fails alone gets its
+    exception in its place. A streaming row's text is not sent twice by the retry."""
+    rows = [
+        dataclasses.replace(r, on_text=_Resumable(r.on_text)) if r.on_text else r for r in rows
+    ]
+    results: list[Generation | Exception | None] = [None] * len(rows)
+    for group in group_rows(rows, base.max_positions):
+        try:
+            out = _generate_group(base, [rows[i] for i in group])
+        except Exception as exc:  # noqa: BLE001 - retried alone below, or the row's own error
+            if len(group) == 1:
+                results[group[0]] = exc
+                continue
+            log.warning("decoding %d rows together failed (%s); one at a time", len(group), exc)
+            out = [_alone(base, rows[i]) for i in group]
+        for i, generation in zip(group, out):
+            results[i] = generation
+    return results  # type: ignore[return-value]
+
+
+def _alone(base: Any, row: GenRow) -> Generation | Exception:
+    if isinstance(row.on_text, _Resumable):
+        row.on_text.restart()
+    try:
+        return _generate_group(base, [row])[0]
+    except Exception as exc:  # noqa: BLE001 - this row's error, given back in its place
+        return exc
+
+
+class _Resumable:
+    """A row's text sink that can start over: what a retry streams again is not sent twice."""
+
+    def __init__(self, sink: Callable[[str], None]):
+        self.sink, self.sent, self.seen = sink, 0, 0
+
+    def __call__(self, delta: str) -> None:
+        start, self.seen = self.seen, self.seen + len(delta)
+        new = delta[max(self.sent - start, 0) :]
+        if new:
+            self.sent += len(new)
+            self.sink(new)
+
+    def restart(self) -> None:
+        self.seen = 0
+
+
 def left_padded(prompts: Sequence[list[int]], pad_id: int) -> tuple[Any, Any]:
     """(input_ids, attention_mask) with every prompt ending at the last column."""
     import torch
@@ -157,14 +209,19 @@ def _generate_group(base: Any, rows: Sequence[GenRow]) -> list[Generation]:
     adapters = [r.adapter for r in rows]
     mixed = {"adapter_names": adapters} if len(set(adapters)) > 1 else {}
     with base.using(adapters[0]) as model:
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            generation_config=config,
-            stopping_criteria=[limits],
-            streamer=streamer,
-            **mixed,
-        )
+        try:
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                generation_config=config,
+                stopping_criteria=[limits],
+                streamer=streamer,
+                **mixed,
+            )
+        except BaseException:
+            if mixed:
+                drop_adapter_hooks(model)
+            raise
     results = []
     for i, row in enumerate(rows):
         generation = finish_row(tok, row, out[i, width:].tolist(), limits.made[i])
@@ -173,6 +230,18 @@ def _generate_group(base: Any, rows: Sequence[GenRow]) -> list[Generation]:
                 streamer.streams[i].close(generation.text)
         results.append(generation)
     return results
+
+
+def drop_adapter_hooks(model: Any) -> None:
+    """Remove the per-row adapter hooks PEFT's mixed-batch `generate` leaves behind when it
+    raises: it removes them only when it returns, and a leftover hook would make every later
+    call fail (its row count no longer matches)."""
+    for module in model.modules():
+        hooks = module._forward_pre_hooks
+        for key, hook in list(hooks.items()):
+            if isinstance(hook, functools.partial) and "adapter_names" in hook.keywords:
+                del hooks[key]
+                module._forward_pre_hooks_with_kwargs.pop(key, None)
 
 
 def _limits(rows: Sequence[GenRow], start: int):

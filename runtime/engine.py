@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from mint.errors import InvalidConfig
 from mint.objects import AdapterFiles, SetSpec
 from mint.runtime import prompts
-from mint.runtime.decoding import Generation, GenRow, generate_rows
+from mint.runtime.decoding import Generation, GenRow, generate_each, generate_rows
 from mint.runtime.errors import UnknownModel
 from mint.runtime.loader import SharedBase, adapter_name
 from mint.runtime.router import RouteDecision, decide, label_sequences, score_batch
@@ -72,24 +72,37 @@ class Engine:
         return self.route_many([messages])[0]
 
     def route_many(self, conversations: Sequence[Sequence[dict]]) -> list[RouteDecision]:
-        """A label for each conversation, all scored in one forward pass of the router."""
+        """A label for each conversation, all scored in one forward pass of the router.
+
+        Each conversation is tokenized on its own: one the tokenizer refuses gets the default
+        label (its answer stage then fails it alone), the others are routed as usual."""
         labels, tokenizer = list(self.spec.labels), self.base.tokenizer
+        decisions: list[RouteDecision | None] = [None] * len(conversations)
+        budget = self.base.max_positions - max(len(ids) for ids in self._label_ids)
+        batch: dict[int, list[int]] = {}
+        for i, messages in enumerate(conversations):
+            try:
+                head, body = prompts.route_text(self.spec.route_prompt, messages)
+                batch[i] = prompts.encode_prompt(tokenizer, head, body, budget)
+            except Exception as exc:  # noqa: BLE001 - routing must always produce a label
+                decisions[i] = self._fallback(exc)
+        scores: list = []
         try:
-            width = max(len(ids) for ids in self._label_ids)
-            budget = self.base.max_positions - width
-            batch = [
-                prompts.encode_prompt(
-                    tokenizer, *prompts.route_text(self.spec.route_prompt, m), budget
-                )
-                for m in conversations
-            ]
-            with self.base.using(self.router) as model:
-                pad = tokenizer.pad_token_id
-                scores = score_batch(model, batch, self._label_ids, pad)
+            if batch:
+                with self.base.using(self.router) as model:
+                    pad = tokenizer.pad_token_id
+                    scores = score_batch(model, list(batch.values()), self._label_ids, pad)
         except Exception as exc:  # noqa: BLE001 - routing must always produce a label
-            why = f"routing failed: {type(exc).__name__}: {exc}"
-            return [RouteDecision(self.spec.default, {}, why) for _ in conversations]
-        return [decide(labels, s, self.spec.default) for s in scores]
+            scores = [self._fallback(exc)] * len(batch)
+        for i, score in zip(batch, scores):
+            if not isinstance(score, RouteDecision):
+                score = decide(labels, score, self.spec.default)
+            decisions[i] = score
+        return decisions  # type: ignore[return-value]
+
+    def _fallback(self, exc: BaseException) -> RouteDecision:
+        why = f"routing failed: {type(exc).__name__}: {exc}"
+        return RouteDecision(self.spec.default, {}, why)
 
     def prompt(self, head: str, body: str, max_new_tokens: int) -> list[int]:
         """A prompt's ids, cut to leave room for `max_new_tokens`."""
@@ -104,6 +117,11 @@ class Engine:
     def generate_many(self, rows: Sequence[GenRow]) -> list[Generation]:
         """Greedy decoding of many rows together, each with its own adapter (see decoding)."""
         return generate_rows(self.base, rows)
+
+    def generate_each(self, rows: Sequence[GenRow]) -> list[Generation | Exception]:
+        """`generate_many`, where a row that fails is retried alone and fails alone (its
+        exception in its place)."""
+        return generate_each(self.base, rows)
 
     def answer(self, label: str, messages: Sequence[dict], max_new_tokens: int) -> Generation:
         """The answer of expert `label`, which sees others' turns only as summaries."""

@@ -15,6 +15,7 @@ from mint.runtime import prompts
 from mint.runtime.decoding import Generation, GenRow
 from mint.runtime.engine import Engine
 from mint.runtime.errors import EmptyConversation, UnknownModel
+from mint.runtime.isolation import Failures
 
 DEFAULT_MAX_NEW_TOKENS = 24
 DEFAULT_SUMMARY_TOKENS = 12
@@ -61,7 +62,8 @@ class TurnJob:
 
     `on_route(label, fallback)` is called once the route stage has run (before any answer
     token); `on_text(delta)` receives the answer as it is decoded; `cancelled()` returning True
-    stops the job's answer and skips its summary. `queued` is how long it waited (seconds)."""
+    stops the job's answer and skips its summary. `queued` is how long it waited (seconds).
+    `on_error(error)` is called when the job fails alone in its batch (see `run_turns`)."""
 
     messages: Sequence[dict]
     expert: str | None = None
@@ -71,6 +73,7 @@ class TurnJob:
     on_text: Callable[[str], None] | None = None
     cancelled: Callable[[], bool] = _never
     queued: float = 0.0
+    on_error: Callable[[BaseException], None] | None = None
 
 
 def check_turn(engine: Engine, messages: Sequence[dict], expert: str | None) -> None:
@@ -104,26 +107,51 @@ def run_turn(
 
 
 def run_turns(engine: Engine, jobs: Sequence[TurnJob]) -> list[TurnResult]:
-    """Run checked jobs together on one version, stage by stage; results in job order."""
+    """Run checked jobs together on one version, stage by stage; results in job order.
+
+    Each job's prompts are tokenized on their own, and a decoding call that fails is retried
+    row by row (see `isolation`): a job that cannot run fails alone, at once, through its
+    `on_error` (an UnusableTurn when its input is to blame), while the others go on; its
+    place in the results holds an empty result whose finish_reason is "cancelled". A job
+    without `on_error` raises instead.
+    """
+    failures = Failures(jobs)
     clock = [time.perf_counter()]
-    routed = [job for job in jobs if job.expert is None]
-    decisions = iter(engine.route_many([job.messages for job in routed]) if routed else [])
-    picks = [
-        (job.expert, None, {}) if job.expert is not None else _pick(next(decisions))
-        for job in jobs
-    ]
+    picks = _route(engine, jobs)
     for job, (label, fallback, _) in zip(jobs, picks):
         if job.on_route is not None:
             job.on_route(label, fallback)
     clock.append(time.perf_counter())
-    answers = engine.generate_many([_answer_row(engine, job, p[0]) for job, p in zip(jobs, picks)])
+    rows = failures.each(range(len(jobs)), lambda i: _answer_row(engine, jobs[i], picks[i][0]))
+    answers = _generate(engine, rows, failures)
     clock.append(time.perf_counter())
-    summaries = _summaries(engine, jobs, answers)
+    summaries = _summaries(engine, jobs, answers, failures)
     clock.append(time.perf_counter())
     stages = {stage: clock[i + 1] - clock[i] for i, stage in enumerate(STAGES)}
     return [
-        _result(engine, job, pick, answer, summary, stages, len(jobs))
-        for job, pick, answer, summary in zip(jobs, picks, answers, summaries)
+        _result(
+            engine,
+            job,
+            pick,
+            FAILED if i in failures else answers[i],
+            summaries.get(i, ""),
+            stages,
+            len(jobs),
+        )
+        for i, (job, pick) in enumerate(zip(jobs, picks))
+    ]
+
+
+FAILED = Generation("", 0, 0, "cancelled")  # the place of a job that failed alone
+
+
+def _route(engine: Engine, jobs: Sequence[TurnJob]) -> list[tuple[str, str | None, dict]]:
+    """(label, fallback, probabilities) of each job: one router pass for the routed ones."""
+    routed = [job for job in jobs if job.expert is None]
+    decisions = iter(engine.route_many([job.messages for job in routed]) if routed else [])
+    return [
+        (job.expert, None, {}) if job.expert is not None else _pick(next(decisions))
+        for job in jobs
     ]
 
 
@@ -138,25 +166,38 @@ def _answer_row(engine: Engine, job: TurnJob, label: str) -> GenRow:
     return GenRow(adapter, prompt, job.max_new_tokens, job.on_text, job.cancelled)
 
 
+def _generate(
+    engine: Engine, rows: dict[int, GenRow], failures: Failures
+) -> dict[int, Generation]:
+    """The generation of each job's row; a row that failed even alone fails its job."""
+    order = list(rows)
+    out: dict[int, Generation] = {}
+    for i, got in zip(order, engine.generate_each([rows[i] for i in order]) if order else []):
+        if isinstance(got, Generation):
+            out[i] = got
+        else:
+            failures.fail(i, got)
+    return out
+
+
 def _summaries(
-    engine: Engine, jobs: Sequence[TurnJob], answers: Sequence[Generation]
-) -> list[str]:
-    """Each job's summary; '' for jobs cancelled meanwhile."""
+    engine: Engine, jobs: Sequence[TurnJob], answers: dict[int, Generation], failures: Failures
+) -> dict[int, str]:
+    """Each answered job's summary; none for jobs cancelled meanwhile."""
     live = [
         i
-        for i, job in enumerate(jobs)
-        if answers[i].finish_reason != "cancelled" and not job.cancelled()
+        for i, answer in answers.items()
+        if answer.finish_reason != "cancelled" and not jobs[i].cancelled()
     ]
-    rows = []
-    for i in live:
+
+    def row(i: int) -> GenRow:
         user, answer = prompts.last_user(jobs[i].messages), answers[i].text
         head, body = prompts.summary_text(engine.spec.summary_prompt, user, answer)
         prompt = engine.prompt(head, body, jobs[i].summary_tokens)
-        rows.append(GenRow(engine.summarizer, prompt, jobs[i].summary_tokens))
-    texts = [""] * len(jobs)
-    for i, generation in zip(live, engine.generate_many(rows) if rows else []):
-        texts[i] = generation.text
-    return texts
+        return GenRow(engine.summarizer, prompt, jobs[i].summary_tokens)
+
+    summaries = _generate(engine, failures.each(live, row), failures)
+    return {i: generation.text for i, generation in summaries.items()}
 
 
 def _result(

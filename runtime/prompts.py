@@ -10,6 +10,7 @@ tokenizer that has no chat template (the tiny base has none).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -93,9 +94,54 @@ def encode_prompt(tokenizer: Any, head: str, body: str, budget: int) -> list[int
     """BOS + head + body in at most `budget` tokens, cutting the oldest part of the body."""
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     head_ids = (bos + encode(tokenizer, head) if head else bos)[: max(budget // 2, 1)]
-    body_ids = encode(tokenizer, body)
     room = max(budget - len(head_ids), 1)
-    return head_ids + body_ids[-room:]
+    return head_ids + encode_tail(tokenizer, body, room)
+
+
+def encode_tail(tokenizer: Any, text: str, room: int) -> list[int]:
+    """The last `room` token ids of `text`, tokenizing only as much of its end as they need.
+
+    A prompt may be a megabyte, and tokenizing all of it to keep its last few hundred tokens
+    made one client's long prompts slow every batch. So the end of the text is tokenized,
+    from `CHARS_GUESS` characters a token, twice as much each time too few tokens came out,
+    up to the most characters a token can hold (`max_token_chars`). The first tokens of a
+    cut piece may be part of a word cut in two; TAIL_MARGIN more than `room` are taken so
+    that those are the ones dropped.
+    """
+    want = room + TAIL_MARGIN
+    most = want * max_token_chars(tokenizer)
+    chars = min(want * CHARS_GUESS, most)
+    while len(text) > chars:
+        ids = encode(tokenizer, text[-chars:])
+        if len(ids) >= want or chars >= most:
+            return ids[-room:]
+        chars = min(chars * 2, most)
+    return encode(tokenizer, text)[-room:]
+
+
+TAIL_MARGIN = 8  # tokens
+CHARS_GUESS = 4  # characters a token, about, in most text
+_TOKEN_CHARS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def max_token_chars(tokenizer: Any) -> int:
+    """The most characters of text one token of `tokenizer` stands for: the longest entry of
+    its vocabulary (a byte-level or sentencepiece entry has a character per byte or more of
+    text), 64 when the tokenizer shows none. An unknown-word token may stand for more: a
+    text of such words is cut to fewer tokens than would fit, never more."""
+    try:
+        return _TOKEN_CHARS[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    try:
+        longest = max((len(t) for t in tokenizer.get_vocab()), default=0) or 64
+    except Exception:  # noqa: BLE001 - a tokenizer without a vocabulary to show
+        longest = 64
+    try:
+        _TOKEN_CHARS[tokenizer] = longest
+    except TypeError:  # not weakly referable: computed each time
+        pass
+    return longest
 
 
 def last_user(messages: Sequence[dict]) -> str:

@@ -5,7 +5,9 @@ Endpoints: `POST /v1/chat/completions`, `POST /v1/feedback`, `GET /v1/models`, `
 `model` is the set's name (routed) or one of its expert labels (that expert answers, no
 routing); `stream: true` answers with server-sent events (see `chunks`). Requests are
 submitted to the runtime's batches and awaited without holding a thread. Every refusal is an
-OpenAI-style JSON error with a 4xx status; nothing a client sends can stop the server.
+OpenAI-style JSON error with a 4xx status; nothing a client sends can stop the server. What
+a request may hold is checked before it is queued (see `requests`), and a turn that still
+cannot be tokenized fails alone with a 400, never its batch (see `isolation`).
 
 With a `TraceRecorder` on the runtime, each turn is queued as a trace under the completion id
 the client receives (streamed turns too), and `POST /v1/feedback` takes `{"id", "score",
@@ -15,11 +17,9 @@ the client receives (streamed turns too), and `POST /v1/feedback` takes `{"id", 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -44,22 +44,28 @@ from mint.runtime.chunks import (
     stream_events,
 )
 from mint.runtime.errors import EmptyConversation, NotServing, UnknownModel
+from mint.runtime.isolation import UnusableTurn
 from mint.runtime.pipeline import TurnResult
+from mint.runtime.requests import (  # noqa: F401 - parse_json and the rest, as before
+    MAX_DEPTH,
+    ApiError,
+    ChatRequest,
+    parse_chat,
+    parse_feedback,
+    parse_json,
+)
 from mint.runtime.swap import Runtime
-from mint.runtime.traces import MAX_USER, TracesDeferred, TracesRefused, trace_row
+from mint.runtime.traces import TracesDeferred, TracesRefused, trace_row
 
 log = logging.getLogger("mint.runtime")
 
 MAX_BODY = 1 << 20  # bytes
-MAX_DEPTH = 64  # levels of nested arrays and objects; a chat request needs about six
-MAX_NEW_TOKENS = 256
-DEFAULT_NEW_TOKENS = 32
-ROLES = {"system", "user", "assistant", "developer", "tool"}
 
 # The runtime's refusals of a request: status, OpenAI error code, type and param.
 REFUSALS: dict[type[Exception], tuple[int, str, str, str | None]] = {
     UnknownModel: (404, "model_not_found", "invalid_request_error", "model"),
     EmptyConversation: (400, "empty_messages", "invalid_request_error", "messages"),
+    UnusableTurn: (400, "invalid_text", "invalid_request_error", "messages"),
     NotServing: (503, "not_serving", "server_error", None),
     TraceNotFound: (404, "trace_not_found", "invalid_request_error", "id"),
     InvalidFeedback: (400, "invalid_feedback", "invalid_request_error", None),
@@ -69,14 +75,6 @@ REFUSALS: dict[type[Exception], tuple[int, str, str, str | None]] = {
     Unauthenticated: (401, "invalid_api_key", "invalid_request_error", None),
     Forbidden: (403, "permission_denied", "invalid_request_error", None),
 }
-
-
-class ApiError(Exception):
-    """A request the server refuses, with the OpenAI error fields."""
-
-    def __init__(self, status: int, message: str, code: str, *, param: str | None = None):
-        super().__init__(message)
-        self.status, self.message, self.code, self.param = status, message, code, param
 
 
 def error_response(
@@ -99,122 +97,6 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise ApiError(413, f"request body is larger than {limit} bytes", "request_too_large")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def parse_json(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
-    """`body` parsed as JSON, refusing nesting deeper than `max_depth` (400)."""
-    too_deep = ApiError(400, f"request body nests deeper than {max_depth} levels", "too_deep")
-    try:
-        value = json.loads(body)
-    except RecursionError:  # the parser recurses once per level
-        raise too_deep from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
-    if nesting_depth(value, max_depth) > max_depth:
-        raise too_deep
-    return value
-
-
-def nesting_depth(value: Any, stop: int) -> int:
-    """How deep arrays and objects nest in `value` (1 for `[]`), counting no further than
-    `stop + 1`; without recursion, so that no depth can exhaust the stack."""
-    deepest, pending = 0, [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if deepest > stop:
-            return deepest
-        pending.extend((child, depth + 1) for child in children)
-    return deepest
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    """The fields of a chat completion request that mint uses."""
-
-    model: str
-    messages: list[dict]
-    max_tokens: int
-    stream: bool = False
-    include_usage: bool = False  # stream_options.include_usage
-    user: str | None = None  # the caller's end user: traced, and sticky in a canary split
-
-
-def parse_chat(body: Any) -> ChatRequest:
-    """Validate a chat completion request body; raises ApiError (400) on anything malformed."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "request body must be a JSON object", "invalid_request")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        message = "`model` is required and must be a string"
-        raise ApiError(400, message, "missing_model", param="model")
-    stream, include_usage = _stream_options(body)
-    messages = _messages(body.get("messages"))
-    user = body.get("user")
-    if user is not None and (not isinstance(user, str) or len(user) > MAX_USER):
-        message = f"`user` must be a string of at most {MAX_USER} characters"
-        raise ApiError(400, message, "invalid_user", param="user")
-    return ChatRequest(model, messages, _max_tokens(body), stream, include_usage, user or None)
-
-
-def parse_feedback(body: Any) -> tuple[str, Any, Any]:
-    """(id, score, label) of a feedback body; the score and label are checked by the store."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "request body must be a JSON object", "invalid_request")
-    trace_id = body.get("id")
-    if not isinstance(trace_id, str) or not trace_id or len(trace_id) > 64:
-        raise ApiError(400, "`id` must be a completion id", "invalid_feedback", param="id")
-    if "score" not in body:
-        raise ApiError(400, "`score` is required", "invalid_feedback", param="score")
-    return trace_id, body["score"], body.get("label")
-
-
-def _stream_options(body: dict) -> tuple[bool, bool]:
-    """(stream, include_usage) of a request; a 400 for values of the wrong type."""
-    stream, options = body.get("stream", False), body.get("stream_options")
-    if stream is None:
-        stream = False
-    if not isinstance(stream, bool):
-        raise ApiError(400, "`stream` must be a boolean", "invalid_stream", param="stream")
-    if options is not None and (
-        not isinstance(options, dict)
-        or not isinstance(options.get("include_usage", False), (bool, type(None)))
-    ):
-        message = "`stream_options` must be an object whose include_usage is a boolean"
-        raise ApiError(400, message, "invalid_stream_options", param="stream_options")
-    return stream, bool(stream and options and options.get("include_usage"))
-
-
-def _messages(messages: Any) -> list[dict]:
-    def refuse(message: str, code: str = "invalid_messages") -> ApiError:
-        return ApiError(400, message, code, param="messages")
-
-    if not isinstance(messages, list) or not messages:
-        raise refuse("`messages` must be a non-empty list", "empty_messages")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise refuse(f"messages[{i}] needs a role in {sorted(ROLES)}")
-        if not isinstance(message.get("content"), (str, list, type(None))):
-            raise refuse(f"messages[{i}].content must be a string or a list of parts")
-    if not any(m["role"] == "user" and m.get("content") for m in messages):
-        raise refuse("`messages` has no user message to answer", "empty_messages")
-    return messages
-
-
-def _max_tokens(body: dict) -> int:
-    value = body.get("max_completion_tokens", body.get("max_tokens"))
-    if value is None:
-        return DEFAULT_NEW_TOKENS
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_NEW_TOKENS:
-        message = f"`max_tokens` must be an integer from 1 to {MAX_NEW_TOKENS}"
-        raise ApiError(400, message, "invalid_max_tokens", param="max_tokens")
-    return value
 
 
 class _Handlers:
@@ -291,8 +173,15 @@ class _Handlers:
         return JSONResponse({"ok": True})
 
     def _stream_error(self, exc: BaseException) -> bytes:
-        self.runtime.metrics.error(500)
-        return error_event(f"internal error: {type(exc).__name__}", "internal_error")
+        """The error event ending a stream: a refusal's own code (a turn whose text cannot be
+        tokenized is the client's error), else an internal error."""
+        refusal = next((REFUSALS[k] for k in type(exc).__mro__ if k in REFUSALS), None)
+        if refusal is None:
+            self.runtime.metrics.error(500)
+            return error_event(f"internal error: {type(exc).__name__}", "internal_error")
+        status, code, type_, _ = refusal
+        self.runtime.metrics.error(status)
+        return error_event(str(exc), code, type_)
 
     async def models(self, request: Request) -> Response:
         with self.runtime.lease() as engine:
