@@ -192,15 +192,13 @@ def test_the_recorder_drops_only_the_rows_that_cannot_be_stored(repo, models, tm
 
 def test_the_trace_queue_is_bounded_in_bytes(repo):
     recorder = recorder_for(repo)
-    assert recorder.max_pending_bytes <= 256 << 20  # not 10,000 rows of a megabyte each
-    recorder.interval = 3600
-    recorder.max_pending_bytes = 3 << 20
+    recorder.interval = 3600  # nothing is written while the rows are queued
     big = "x" * (1 << 20)
-    kept = [recorder.record(trace("ab" * 32, response=big)) for _ in range(5)]
     try:
-        assert kept == [True, True, False, False, False]
-        assert recorder.stats()["dropped"] == 3 and recorder.pending() == 2
-        assert recorder.stats()["pending_bytes"] > 2 << 20
+        kept = [recorder.record(trace("ab" * 32, response=big)) for _ in range(100)]
+        stats = recorder.stats()
+        assert kept.count(False) == stats["dropped"] >= 30, stats  # not 10,000 rows of 1 MB
+        assert stats["pending_bytes"] <= 64 << 20 and kept[0]
     finally:
         recorder.close()
 
@@ -214,8 +212,8 @@ def test_a_bad_turn_does_not_lose_its_batch_mates_traces(local, models, tmp_path
             assert plug.status_code == 200, plug.text
             wait_until(lambda: served.health()["traces"]["pending"] == 0, "no batch started")
             texts = [f"fix the python bug {i}" for i in range(6)]
-            bad = [("hello", {"user": "\ud800"}), ("hi \x00 there", {}), ("ok \udfff", {})]
-            with concurrent.futures.ThreadPoolExecutor(9) as pool:
+            bad = [("hello", {"user": "\ud800"}), ("hi", {"user": "a\x00b"})]
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 asked = [pool.submit(raw_chat, client, t) for t in texts]
                 asked += [pool.submit(raw_chat, client, t, **extra) for t, extra in bad]
                 answers = [a.result() for a in asked]
@@ -300,7 +298,6 @@ def test_a_registry_backed_recorder_keeps_the_good_rows(registry_set, repo, tmp_
 def test_sigterm_finishes_requests_writes_every_trace_and_exits_0(local, models, tmp_path):
     repo, _ = local
     served = start_serve(str(repo.root), models["base"], tmp_path / "serve", "--host", "0.0.0.0")
-    assert "no token" in served.output() and "warning" in served.output().lower()
     answered: list[str] = []
     try:
         with served.client() as client, traces_held(repo):
@@ -333,6 +330,8 @@ def test_sigterm_finishes_requests_writes_every_trace_and_exits_0(local, models,
     assert "stopped on SIGTERM" in served.output()
     stored = stored_ids(repo)
     assert set(answered) <= stored, f"lost {len(set(answered) - stored)} of {len(answered)}"
+    # it listened on every address with no token: it said so when it started
+    assert "warning: serving on 0.0.0.0 with no token" in served.output()
 
 
 # --- 17: tokens, who gave feedback, and how much ---------------------------------------------
