@@ -62,13 +62,34 @@ def check_line(who: Identity, line: str) -> None:
 
 
 def check_rev(repo: Repo, who: Identity, rev: str) -> str | None:
-    """For a token limited to lines, REV's commit must be on one of them. Returns the line
-    when it was looked up."""
+    """For a token limited to lines, REV's commit must be on one of them, and so must every
+    commit it shows (`check_commit`). Returns the line when it was looked up."""
     if who.lines is None:
         return None
-    line = queries.line_of(repo, rev)
+    cid, line = queries.commit_of(repo, rev)
     check_line(who, line)
+    check_commit(repo, who, cid)
     return line
+
+
+def check_commit(repo: Repo, who: Identity, commit_id: str) -> None:
+    """A token limited to lines reads a commit only if it may read every line the commit
+    shows: its own, and for a set every member's, whose files its checkout holds. Without
+    this a set on one of the token's lines would hand out any other line's weights."""
+    if who.lines is None:
+        return
+    with repo.db.read() as conn:
+        check_commits(conn, who, [commit_id], f"commit {commit_id[:12]}")
+
+
+def check_commits(conn, who: Identity, ids: Iterable[str], what: str) -> None:
+    """`check_commit` for each of IDS, in the caller's transaction (CONN), so the check and
+    the answer see the same rows; WHAT names the read in the refusal."""
+    if who.lines is None:
+        return
+    if any(not who.may_touch(line) for line in queries.shown_lines(conn, ids)):
+        # the refusal names no outside line: the token may not learn which lines exist
+        raise Forbidden(who.name, f"read {what}: it shows a line outside the token's lines")
 
 
 def check_blob(repo: Repo, who: Identity, blob_id: str) -> None:

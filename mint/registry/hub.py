@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -19,29 +20,50 @@ from starlette.responses import JSONResponse
 from mint import schema as s
 from mint.commits import rows
 from mint.commits.operations import checkout_items
-from mint.errors import MintError
+from mint.errors import InvalidName, MintError
 from mint.ids import RefKind
-from mint.refs import find_line, resolve
+from mint.refs import check_name, find_line, resolve
 from mint.repo import Repo
 
 SHOWN = 40  # hex digits of a commit id shown to the client: it takes 40 as an immutable commit
 _PLAIN_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_HEADER_SAFE = re.compile(r"[^\x20-\x7e]")  # a header value holds printable ASCII only
+
+# Called with a read transaction and the full ids an answer shows; raises when the reader
+# may not see them (a token limited to lines, a set with members beyond them).
+Check = Callable[..., None]
 
 
 class HubMiss(Exception):
     """A typed Hub error: 404 with `X-Error-Code` (RepoNotFound, RevisionNotFound,
-    EntryNotFound), and `X-Repo-Commit` when the commit is known."""
+    EntryNotFound), and `X-Repo-Commit` when the commit is known; or 403 `GatedRepo`, a
+    token that may not read the repo (the client raises it as such, with our message)."""
 
-    def __init__(self, code: str, message: str, commit: str | None = None):
+    def __init__(self, code: str, message: str, commit: str | None = None, status: int = 404):
         super().__init__(message)
-        self.code, self.message, self.commit = code, message, commit
+        self.code, self.message, self.commit, self.status = code, message, commit, status
+
+
+def header_text(text: str) -> str:
+    """TEXT as a header can carry it: what is not printable ASCII (a path's `☃`, a control
+    character) escaped the way Python writes it (`\\u2603`); the body keeps the text as is."""
+    return _HEADER_SAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def is_line_name(name: str) -> bool:
+    """Whether NAME could be a line's: anything else names no repo, and is not looked up."""
+    try:
+        check_name("line", name)
+    except InvalidName:
+        return False
+    return True
 
 
 def miss_response(exc: HubMiss) -> JSONResponse:
-    headers = {"X-Error-Code": exc.code, "X-Error-Message": exc.message}
+    headers = {"X-Error-Code": exc.code, "X-Error-Message": header_text(exc.message)}
     if exc.commit:
         headers["X-Repo-Commit"] = exc.commit
-    return JSONResponse({"error": exc.message}, status_code=404, headers=headers)
+    return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
 
 
 @dataclass(frozen=True)
@@ -67,7 +89,7 @@ class Snapshot:
 
 def revision_of(conn, line: str, rev: str, hf_main: str | None) -> str:
     """The full commit id REV names on LINE (HubMiss when it names none)."""
-    if find_line(conn, line) is None:
+    if not is_line_name(line) or find_line(conn, line) is None:
         raise HubMiss("RepoNotFound", f"no line {line!r}")
     if rev == "main" and hf_main is None:
         target = line
@@ -83,10 +105,15 @@ def revision_of(conn, line: str, rev: str, hf_main: str | None) -> str:
         raise HubMiss("RevisionNotFound", f"{line} has no revision {rev!r}") from exc
 
 
-def snapshot(repo: Repo, line: str, rev: str, hf_main: str | None) -> Snapshot:
-    """The commit LINE@REV names and the files its checkout holds."""
+def snapshot(
+    repo: Repo, line: str, rev: str, hf_main: str | None, check: Check | None = None
+) -> Snapshot:
+    """The commit LINE@REV names and the files its checkout holds, once CHECK let the
+    reader see that commit (in the same transaction: what is checked is what is shown)."""
     with repo.db.read() as conn:
         cid = revision_of(conn, line, rev, hf_main)
+        if check is not None:
+            check(conn, [cid])
         created = rows.commit_row(conn, cid).created_at
         items = checkout_items(conn, cid)
         sizes = _sizes(conn, {item for _, item in items if isinstance(item, str)})
@@ -166,11 +193,11 @@ def _file_item(f: HubFile) -> dict:
     return {"type": "file", "path": f.path, "oid": f.sha256[:SHOWN], "size": f.size, "lfs": lfs}
 
 
-def refs_of(repo: Repo, line: str, hf_main: str | None) -> dict:
-    """Branches (`main` and the channels) and tags, each with its commit's 40 digits."""
+def refs_of(repo: Repo, line: str, hf_main: str | None, check: Check | None = None) -> dict:
+    """Branches (`main` and the channels) and tags, each with its commit's 40 digits, once
+    CHECK let the reader see every commit they name."""
     with repo.db.read() as conn:
-        row = find_line(conn, line)
-        if row is None:
+        if not is_line_name(line) or find_line(conn, line) is None:
             raise HubMiss("RepoNotFound", f"no line {line!r}")
         q = sa.select(s.refs.c.name, s.refs.c.kind, s.refs.c.target).where(s.refs.c.line == line)
         refs = conn.execute(q.order_by(s.refs.c.name)).all()
@@ -178,6 +205,8 @@ def refs_of(repo: Repo, line: str, hf_main: str | None) -> dict:
             main = revision_of(conn, line, "main", hf_main)
         except HubMiss:
             main = None
+        if check is not None:
+            check(conn, [r.target for r in refs] + ([main] if main else []))
 
     def item(name: str, kind: str, target: str) -> dict:
         return {"name": name, "ref": f"refs/{kind}/{name}", "targetCommit": target[:SHOWN]}

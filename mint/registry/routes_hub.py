@@ -10,15 +10,19 @@ from __future__ import annotations
 from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, FastAPI, Request
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from mint.errors import Forbidden
 from mint.refs import find_line
-from mint.registry.auth import check_line, requires
+from mint.registry.auth import check_commits, check_line, requires
 from mint.registry.hub import (
+    Check,
     HubFile,
     HubMiss,
     Snapshot,
+    is_line_name,
     miss_response,
     model_info,
     refs_of,
@@ -26,9 +30,18 @@ from mint.registry.hub import (
     tree_items,
 )
 from mint.registry.routes_blobs import presigned, redirect
-from mint.registry.tokens import Access, authenticate
+from mint.registry.tokens import Access, Identity, authenticate
 from mint.registry.upload import verified_chunks
 
+
+class _AnyPath(PathConvertor):
+    """A path that may hold any decoded character: `.*` stops at a newline (`%0A` in a file
+    name), and the route would then not match at all: an untyped 404 the client cannot read."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("hubpath", _AnyPath())  # before the routes below are compiled
 router = APIRouter(tags=["hub"], include_in_schema=False)
 PAGE = 1000
 OCTETS = "application/octet-stream"
@@ -41,17 +54,38 @@ def _segments(request: Request, skip: int) -> list[str]:
     return [unquote(p) for p in parts[skip:]]
 
 
-def _reader(request: Request, line: str) -> None:
-    """A reader token whose lines hold LINE, unless reads are public."""
+def _reader(request: Request, line: str) -> Check | None:
+    """A reader token whose lines hold LINE, unless reads are public. Returns the check of
+    the commits an answer shows (a set's members' lines too), None when reads are public."""
     if request.app.state.hub.get("public_read"):
-        return
+        return None
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     who = authenticate(
         request.app.state.repo, token.strip() if scheme.lower() == "bearer" else None
     )
-    requires(Access.READER)(who)
-    check_line(who, line)
+    try:
+        requires(Access.READER)(who)
+        check_line(who, line)
+    except Forbidden as exc:
+        raise _refused(exc) from None
+    return _shows(who, line)
+
+
+def _shows(who: Identity, line: str) -> Check:
+    def check(conn, ids: list[str]) -> None:
+        try:
+            check_commits(conn, who, ids, f"{line} on the Hub")
+        except Forbidden as exc:
+            raise _refused(exc) from None
+
+    return check
+
+
+def _refused(exc: Forbidden) -> HubMiss:
+    # Typed: the client raises GatedRepoError with this message. An untyped 403 on a download
+    # reads to it as a network failure ("check your connection").
+    return HubMiss("GatedRepo", str(exc), status=403)
 
 
 def _hf_main(request: Request) -> str | None:
@@ -65,25 +99,27 @@ def _split_repo(request: Request, parts: list[str]) -> tuple[str, list[str]]:
         two = "/".join(parts[:2])
         if parts[1] not in ("revision", "tree", "refs"):
             return two, parts[2:]
-        with request.app.state.repo.db.read() as conn:
-            if find_line(conn, two) is not None:
-                return two, parts[2:]
+        if is_line_name(two):  # anything else is no line: not looked up
+            with request.app.state.repo.db.read() as conn:
+                if find_line(conn, two) is not None:
+                    return two, parts[2:]
     return parts[0], parts[1:]
 
 
-@router.get("/api/models/{rest:path}")
+@router.get("/api/models/{rest:hubpath}")
 def api_models(request: Request) -> Response:
     """Repo info (`/{repo}`, `/{repo}/revision/{rev}`), `/{repo}/tree/{rev}[/{path}]` and
     `/{repo}/refs`."""
     line, rest = _split_repo(request, _segments(request, 2))
-    _reader(request, line)
+    check = _reader(request, line)
     repo, main = request.app.state.repo, _hf_main(request)
     if not rest or (rest[0] == "revision" and len(rest) == 2):
-        return JSONResponse(model_info(snapshot(repo, line, rest[1] if rest else "main", main)))
+        rev = rest[1] if rest else "main"
+        return JSONResponse(model_info(snapshot(repo, line, rev, main, check)))
     if rest == ["refs"]:
-        return JSONResponse(refs_of(repo, line, main))
+        return JSONResponse(refs_of(repo, line, main, check))
     if rest[0] == "tree" and len(rest) >= 2:
-        snap = snapshot(repo, line, rest[1], main)
+        snap = snapshot(repo, line, rest[1], main, check)
         return _tree_page(request, snap, "/".join(rest[2:]))
     raise HubMiss("EntryNotFound", f"no such route under {line}")
 
@@ -97,17 +133,21 @@ def _tree_page(request: Request, snap: Snapshot, folder: str) -> Response:
     start = int(cursor)
     page, headers = items[start : start + PAGE], {}
     if start + PAGE < len(items):
-        url = request.url.include_query_params(cursor=str(start + PAGE))
+        # the path as the client sent it (percent-encoded), not decoded: a header is ASCII
+        raw = (request.scope.get("raw_path") or b"").decode("latin-1") or request.url.path
+        url = request.url.replace(path=quote(raw, safe="/%:@!$&'()*+,;=~")).include_query_params(
+            cursor=str(start + PAGE)
+        )
         headers["Link"] = f'<{url}>; rel="next"'
     return JSONResponse(page, headers=headers)
 
 
-@router.api_route("/{a}/resolve/{rest:path}", methods=["GET", "HEAD"])
+@router.api_route("/{a}/resolve/{rest:hubpath}", methods=["GET", "HEAD"])
 def resolve_one(request: Request) -> Response:
     return _resolve(request, _segments(request, 0), 1)
 
 
-@router.api_route("/{a}/{b}/resolve/{rest:path}", methods=["GET", "HEAD"])
+@router.api_route("/{a}/{b}/resolve/{rest:hubpath}", methods=["GET", "HEAD"])
 def resolve_two(request: Request) -> Response:
     return _resolve(request, _segments(request, 0), 2)
 
@@ -116,10 +156,10 @@ def _resolve(request: Request, parts: list[str], n: int) -> Response:
     """HEAD or GET one file of a revision: its metadata, and on GET its bytes (a `Range` gets
     206), or a 302 to a presigned URL for a large file of a store that makes them."""
     line, rest = "/".join(parts[:n]), parts[n + 1 :]
-    _reader(request, line)
+    check = _reader(request, line)
     if len(rest) < 2:
         raise HubMiss("EntryNotFound", "no file named")
-    snap = snapshot(request.app.state.repo, line, rest[0], _hf_main(request))
+    snap = snapshot(request.app.state.repo, line, rest[0], _hf_main(request), check)
     path = "/".join(rest[1:])
     f = snap.files.get(path)
     if f is None:

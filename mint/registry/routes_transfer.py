@@ -71,12 +71,17 @@ def line_objects(
     line: Name,
     have: Annotated[list[Id64] | None, Query(max_length=MAX_IDS)] = None,
 ) -> MintJSON:
-    """Everything reachable from LINE's head that is not reachable from any HAVE."""
+    """Everything reachable from LINE's head that is not reachable from any HAVE. A token
+    limited to lines is refused when any of it shows a line outside them (a set's members)."""
+    from mint.registry.auth import check_commits
+
     check_line(who, line)
     tags = api.tag_list(repo, line)  # first: every tag then read points at a commit by now
     with repo.db.read() as conn:
         head = conn.execute(sa.select(s.lines.c.head).where(s.lines.c.name == line)).scalar()
         if head is None:
             raise RevisionNotFound(line, "unknown line")
-        payload = transfer.export_objects(conn, transfer.reachable(conn, [head], have or []))
+        ids = transfer.reachable(conn, [head], have or [])
+        check_commits(conn, who, ids, f"line {line}'s objects")
+        payload = transfer.export_objects(conn, ids)
     return answer({"head": head, **payload, "tags": tags})
