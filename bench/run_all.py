@@ -18,6 +18,7 @@ import bench_catalog  # noqa: E402
 import bench_follow  # noqa: E402
 import bench_gates  # noqa: E402
 import bench_hubproto  # noqa: E402
+import bench_long_prompts  # noqa: E402
 import bench_pull  # noqa: E402
 import bench_runtime  # noqa: E402
 import bench_serving  # noqa: E402
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     runtime = bench_runtime.main([])
     print("\n# bench_serving\n", flush=True)
     serving = bench_serving.main([])
+    print("\n# bench_long_prompts\n", flush=True)
+    long_prompts = bench_long_prompts.main([])
     print("\n# bench_pull\n", flush=True)
     pull = bench_pull.run()
     print("\n# bench_startup\n", flush=True)
@@ -72,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(bench_serving.report(serving))
     print()
+    print(bench_long_prompts.report(long_prompts))
+    print()
     print(bench_startup.report(startup))
     print()
     print(bench_hubproto.report(hubproto))
@@ -93,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             "web": web,
             "runtime": runtime,
             "serving": serving,
+            "long_prompts": long_prompts,
             "pull": pull,
             "startup": startup,
             "hubproto": hubproto,
