@@ -183,7 +183,13 @@ def test_a_set_whose_member_lies_outside_the_token_is_refused_at_push(sqlite_wor
         assert conn.execute(q).first() is None
     one_line_error(w.mint("cody", "--repo", work.root, "push", w.url, "coding-evil"), "secret")
     assert {i.name for i in api.ls(w.repo)} == {"chat", "secret", "coding-router"}
-    # The same set from a token that may read every member's line goes in.
+    # The same set from a token that may read every member's line goes in; its head is then
+    # moved by a token that may read the members' lines, not by cody.
+    assert w.post("wanda", {"commits": [wire]}).json()["stored"] == [evil]
+    head = {"old": None, "new": evil}
+    with w.server.client(w.tokens["cody"]) as http:
+        error_of(http.post("/api/v1/lines/coding-evil/head", json=head), 403, "Forbidden")
+    assert "coding-evil" not in {i.name for i in api.ls(w.repo)}
     assert w.mint("wanda", "--repo", work.root, "push", w.url, "coding-evil").code == 0
     assert api.resolve(w.repo, "coding-evil") == evil
     work.close()
