@@ -4,8 +4,8 @@ Modules, from the bottom up:
 
 - `loader`: `SharedBase`, the frozen base and the one PeftModel holding every loaded adapter;
   adapters are checked completely before anything is injected.
-- `router`, `prompts`: constrained L0 routing over the set's labels (a batch of conversations in
-  one forward pass), and the text each stage sees.
+- `router`, `prompts`: constrained L0 routing over the set's labels (a batch of conversations
+  scored together, each prompt run once), and the text each stage sees.
 - `decoding`: greedy decoding of many rows at once, each with its own adapter (PEFT's
   mixed-adapter batch), and `TextStream`, the text deltas of a streamed answer.
 - `engine`: `load_engine(base, spec)` -> `Engine`, one set version: route, answer, summarise.

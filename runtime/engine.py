@@ -72,7 +72,7 @@ class Engine:
         return self.route_many([messages])[0]
 
     def route_many(self, conversations: Sequence[Sequence[dict]]) -> list[RouteDecision]:
-        """A label for each conversation, all scored in one forward pass of the router.
+        """A label for each conversation, all scored together (`router.score_batch`).
 
         Each conversation is tokenized on its own: one the tokenizer refuses gets the default
         label (its answer stage then fails it alone), the others are routed as usual."""

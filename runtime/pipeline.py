@@ -1,8 +1,8 @@
 """Turns of a MoL conversation: route, answer with the chosen expert, summarise the turn.
 
 `run_turns(engine, jobs)` runs a batch of turns on one set version, stage by stage: the route
-stage of every routed job is one forward pass of the router, the answers are decoded together
-(each row with its expert's adapter), then the summaries. `run_turn` is a batch of one.
+stage of every routed job is one call of the router (`score_batch`), the answers are decoded
+together (each row with its expert's adapter), then the summaries. `run_turn` is a batch of one.
 """
 
 from __future__ import annotations
