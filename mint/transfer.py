@@ -19,6 +19,7 @@ from mint import schema as s
 from mint.bases import fingerprint
 from mint.commits import rows
 from mint.commits.arriving import new_commit
+from mint.db import insert_new, is_unique_violation
 from mint.errors import (
     BaseMismatch,
     InvalidObject,
@@ -201,11 +202,12 @@ def _receive_base(conn, wire: object) -> None:
     config = received.table(wire["config"], f"base {name}'s config")
     if fingerprint(config) != fp:
         raise InvalidObject(f"base {name}'s config does not hash to its fingerprint {fp[:12]}")
+    values = dict(name=name, fingerprint=fp, config=config, source=None, created_at=utcnow())
     found = conn.execute(sa.select(s.bases).where(s.bases.c.name == name)).first()
-    if found is None:
-        values = dict(name=name, fingerprint=fp, config=config, source=None, created_at=utcnow())
-        conn.execute(s.bases.insert().values(**values))
-    elif found.fingerprint != fp:
+    if found is None and insert_new(conn, s.bases, values):
+        return
+    found = found or conn.execute(sa.select(s.bases).where(s.bases.c.name == name)).one()
+    if found.fingerprint != fp:  # another push may have registered it a moment ago
         raise BaseMismatch(
             f"base {name} here has fingerprint {found.fingerprint[:12]}, the pushed one {fp[:12]}"
         )
@@ -218,18 +220,32 @@ def _receive_commits(repo: Repo, conn, commits, admission: Admission):
     for c in commits:
         admission.check_line(c.line)
         cid = c.id
-        if conn.execute(sa.select(s.commits.c.id).where(s.commits.c.id == cid)).first():
-            present.append(cid)
-        else:
+        here = conn.execute(sa.select(s.commits.c.id).where(s.commits.c.id == cid)).first()
+        if here is None:
             _check_refers(repo, conn, c)
-            rows.insert_commit(conn, c, received.timestamp(c.created_at, "created_at"))
-            if admission.by is not None:
-                q = s.commits.update().where(s.commits.c.id == cid).values(pushed_by=admission.by)
-                conn.execute(q)
+        if here is None and _insert(conn, c, admission.by):
             stored.append(cid)
+        else:
+            present.append(cid)
         for line in member_lines(conn, cid):
             admission.check_line(line)
     return stored, present
+
+
+def _insert(conn, c: rows.NewCommit, pushed_by: str | None) -> bool:
+    """Record C; False when a push of the same commit recorded it a moment ago (its id is
+    its content: the same commit)."""
+    try:
+        with conn.begin_nested():
+            rows.insert_commit(conn, c, received.timestamp(c.created_at, "created_at"))
+    except sa.exc.IntegrityError as exc:
+        if not is_unique_violation(exc):
+            raise
+        return False
+    if pushed_by is not None:
+        q = s.commits.update().where(s.commits.c.id == c.id).values(pushed_by=pushed_by)
+        conn.execute(q)
+    return True
 
 
 def member_lines(conn, cid: str) -> list[str]:
