@@ -13,7 +13,10 @@ A turn that fails by itself (its text cannot be tokenized, say) is failed at onc
 The `Scheduler`'s worker waits for a first ticket, gathers more for up to `window` seconds or
 until `max_batch` are waiting, and hands the batch to its `run` callable, its short
 conversations first and its long ones after them (`by_length`). Batches run one after the
-other, so a swap (which injects adapters under the model lock) lands between them.
+other, except that a batch of long turns calls `Scheduler.between()` between its stages
+(route, answer, summary), where the short turns that arrived meanwhile run as a batch of
+their own: a short chat waits for one stage of a long batch, not all three. A swap (which
+injects adapters under the model lock) lands between forward passes, never inside one.
 `BatchPolicy(window=0, max_batch=1)` serves one turn at a time.
 """
 
@@ -65,6 +68,7 @@ class Ticket:
         self._on_event = on_event
         self._cancel = threading.Event()
         self.chars = sum(len(prompts.text_of(m.get("content"))) for m in job.messages)
+        self.long = self.chars > long_text(self.engine)
         self._finished = False
         self._failed = False  # failed alone while its batch went on (see `fail`)
         self.job = TurnJob(
@@ -160,13 +164,27 @@ class Ticket:
 LONG_TEXT = 4096  # characters of conversation: past this, a prompt is long for most models
 
 
+def long_text(engine: Any) -> int:
+    """Characters past which a conversation is long on this engine's base: LONG_TEXT, or two
+    characters a position on a base with fewer than 2048 (text runs at about four characters
+    a token, so a longer one fills about half the context: the tiny demo base's 512 positions
+    are full at 3 KB)."""
+    positions = getattr(getattr(engine, "base", None), "max_positions", None)
+    return min(LONG_TEXT, 2 * positions) if isinstance(positions, int) else LONG_TEXT
+
+
+def is_long(ticket: Ticket) -> bool:
+    """Whether a ticket's conversation is long for its base (see `long_text`)."""
+    return bool(getattr(ticket, "long", False))
+
+
 def by_length(batch: Sequence[Ticket]) -> list[list[Ticket]]:
-    """A gathered batch as it runs: the turns of short conversations first, those of more
-    than LONG_TEXT characters after them, on their own. A long prompt pads every row it shares
+    """A gathered batch as it runs: the turns of short conversations first, the long ones
+    (`is_long`) after them, on their own. A long prompt pads every row it shares
     a decoding call with to its length, and a batch answers when its last turn is done: so
     short turns run, and are answered, without waiting for one client's long prompts."""
-    short = [t for t in batch if getattr(t, "chars", 0) <= LONG_TEXT]
-    long = [t for t in batch if getattr(t, "chars", 0) > LONG_TEXT]
+    short = [t for t in batch if not is_long(t)]
+    long = [t for t in batch if is_long(t)]
     return [part for part in (short, long) if part]
 
 
@@ -179,6 +197,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._closed = False
         self._worker: threading.Thread | None = None
+        self._in_long = False  # the worker runs a batch of long turns (see `between`)
 
     def submit(self, ticket: Ticket) -> None:
         """Queue a ticket; raises NotServing once closed."""
@@ -209,14 +228,41 @@ class Scheduler:
         if worker is not None and worker is not threading.current_thread():
             worker.join()
 
+    def between(self) -> None:
+        """Run the short turns waiting now, as one batch, then return to the caller.
+
+        A batch of long turns calls this between its stages, on the worker thread; anywhere
+        else (another thread, a batch of short turns, the short batch run from here) it does
+        nothing, so short turns never wait behind one another and a long batch yields at most
+        one short batch per stage."""
+        if not self._in_long or threading.current_thread() is not self._worker:
+            return
+        with self._cond:
+            short = [t for t in self._queue if not is_long(t)][: self.policy.max_batch]
+            for ticket in short:
+                self._queue.remove(ticket)
+        self._in_long = False
+        try:
+            self._start(short)
+        finally:
+            self._in_long = True
+
     def _loop(self) -> None:
         while (batch := self._gather()) is not None:
-            live = [t for t in batch if not t.cancelled]
-            for ticket in batch:
-                if ticket.cancelled:
-                    ticket.finish(None)
-            for part in by_length(live):
+            self._start(batch)
+
+    def _start(self, batch: Sequence[Ticket]) -> None:
+        """Run a gathered batch, its short turns first (cancelled ones are finished here)."""
+        live = [t for t in batch if not t.cancelled]
+        for ticket in batch:
+            if ticket.cancelled:
+                ticket.finish(None)
+        for part in by_length(live):
+            self._in_long = is_long(part[0])
+            try:
                 self._run(part)
+            finally:
+                self._in_long = False
 
     def _run(self, batch: Sequence[Ticket]) -> None:
         try:

@@ -106,8 +106,14 @@ def run_turn(
     return run_turns(engine, [job])[0]
 
 
-def run_turns(engine: Engine, jobs: Sequence[TurnJob]) -> list[TurnResult]:
+def run_turns(
+    engine: Engine, jobs: Sequence[TurnJob], between: Callable[[], None] | None = None
+) -> list[TurnResult]:
     """Run checked jobs together on one version, stage by stage; results in job order.
+
+    `between()`, when given, is called after the route stage and after the answer stage (the
+    scheduler runs short turns there that arrived while a long batch ran); its time counts
+    in no stage's latency.
 
     Each job's prompts are tokenized on their own, and a decoding call that fails is retried
     row by row (see `isolation`): a job that cannot run fails alone, at once, through its
@@ -116,18 +122,17 @@ def run_turns(engine: Engine, jobs: Sequence[TurnJob]) -> list[TurnResult]:
     without `on_error` raises instead.
     """
     failures = Failures(jobs)
-    clock = [time.perf_counter()]
+    clock = _Clock(between)
     picks = _route(engine, jobs)
     for job, (label, fallback, _) in zip(jobs, picks):
         if job.on_route is not None:
             job.on_route(label, fallback)
-    clock.append(time.perf_counter())
+    clock.lap()
     rows = failures.each(range(len(jobs)), lambda i: _answer_row(engine, jobs[i], picks[i][0]))
     answers = _generate(engine, rows, failures)
-    clock.append(time.perf_counter())
+    clock.lap()
     summaries = _summaries(engine, jobs, answers, failures)
-    clock.append(time.perf_counter())
-    stages = {stage: clock[i + 1] - clock[i] for i, stage in enumerate(STAGES)}
+    stages = dict(zip(STAGES, clock.lap(last=True)))
     return [
         _result(
             engine,
@@ -143,6 +148,22 @@ def run_turns(engine: Engine, jobs: Sequence[TurnJob]) -> list[TurnResult]:
 
 
 FAILED = Generation("", 0, 0, "cancelled")  # the place of a job that failed alone
+
+
+class _Clock:
+    """Stage times of a batch; `between()` runs at each lap but the last, outside every stage."""
+
+    def __init__(self, between: Callable[[], None] | None):
+        self.between, self.laps = between, []
+        self.start = time.perf_counter()
+
+    def lap(self, last: bool = False) -> list[float]:
+        now = time.perf_counter()
+        self.laps.append(now - self.start)
+        if self.between is not None and not last:
+            self.between()
+        self.start = time.perf_counter()
+        return self.laps
 
 
 def _route(engine: Engine, jobs: Sequence[TurnJob]) -> list[tuple[str, str | None, dict]]:

@@ -216,7 +216,8 @@ class Runtime:
             groups.setdefault(id(ticket.engine), []).append(ticket)
         for group in groups.values():
             try:
-                results = run_turns(group[0].engine, [t.started() for t in group])
+                jobs = [t.started() for t in group]
+                results = run_turns(group[0].engine, jobs, self._scheduler.between)
             except Exception as exc:  # noqa: BLE001 - every request of the group gets the error
                 log.exception("a batch of %d turns failed", len(group))
                 for ticket in group:
