@@ -42,7 +42,7 @@ lint: $(STAMP)
 
 # Long property-based runs of every parser of outside input (make test runs a short one).
 fuzz: $(STAMP)
-	MINT_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+	MINT_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py tests/test_push_fuzz.py
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
