@@ -14,8 +14,9 @@ The `Scheduler`'s worker waits for a first ticket, gathers more for up to `windo
 until `max_batch` are waiting, and hands the batch to its `run` callable, its short
 conversations first and its long ones after them (`by_length`). Batches run one after the
 other, except that a batch of long turns calls `Scheduler.between()` between its stages
-(route, answer, summary), where the short turns that arrived meanwhile run as a batch of
-their own: a short chat waits for one stage of a long batch, not all three. A swap (which
+(route, answer, summary) and between the decoding steps of its answers and summaries, where
+the short turns that arrived meanwhile run as a batch of their own: a short chat waits for one
+forward pass of a long batch (its prompt's, at most), not for the whole batch. A swap (which
 injects adapters under the model lock) lands between forward passes, never inside one.
 `BatchPolicy(window=0, max_batch=1)` serves one turn at a time.
 """
@@ -228,24 +229,28 @@ class Scheduler:
         if worker is not None and worker is not threading.current_thread():
             worker.join()
 
-    def between(self) -> None:
-        """Run the short turns waiting now, as one batch, then return to the caller.
+    def between(self) -> bool:
+        """Run the short turns waiting now, as one batch, then return to the caller; whether
+        any ran.
 
-        A batch of long turns calls this between its stages, on the worker thread; anywhere
-        else (another thread, a batch of short turns, the short batch run from here) it does
-        nothing, so short turns never wait behind one another and a long batch yields at most
-        one short batch per stage."""
+        A batch of long turns calls this between its stages and its decoding steps, on the
+        worker thread; anywhere else (another thread, a batch of short turns, the short batch
+        run from here) it does nothing, so short turns never wait behind one another and a
+        long batch yields at most one short batch at a time."""
         if not self._in_long or threading.current_thread() is not self._worker:
-            return
+            return False
         with self._cond:
             short = [t for t in self._queue if not is_long(t)][: self.policy.max_batch]
             for ticket in short:
                 self._queue.remove(ticket)
+        if not short:
+            return False
         self._in_long = False
         try:
             self._start(short)
         finally:
             self._in_long = True
+        return True
 
     def _loop(self) -> None:
         while (batch := self._gather()) is not None:

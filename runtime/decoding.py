@@ -131,17 +131,24 @@ def generate_rows(base: Any, rows: Sequence[GenRow]) -> list[Generation]:
     return results  # type: ignore[return-value]
 
 
-def generate_each(base: Any, rows: Sequence[GenRow]) -> list[Generation | Exception]:
+def generate_each(
+    base: Any, rows: Sequence[GenRow], between: Callable[[], bool] | None = None
+) -> list[Generation | Exception]:
     """`generate_rows`, where a row that fails takes no other row with it: a group whose
     decoding call raised is decoded again row by row, and a row that fails alone gets its
-    exception in its place. A streaming row's text is not sent twice by the retry."""
+    exception in its place. A streaming row's text is not sent twice by the retry.
+
+    `between()`, when given, is called after each decoding step of a group whose rows share
+    one adapter (the scheduler runs waiting short turns there, on this thread; it returns
+    whether it ran anything, and then this group's adapter is made active again). A
+    mixed-adapter group never pauses: PEFT's per-row hooks would catch the other calls."""
     rows = [
         dataclasses.replace(r, on_text=_Resumable(r.on_text)) if r.on_text else r for r in rows
     ]
     results: list[Generation | Exception | None] = [None] * len(rows)
     for group in group_rows(rows, base.max_positions):
         try:
-            out = _generate_group(base, [rows[i] for i in group])
+            out = _generate_group(base, [rows[i] for i in group], between)
         except Exception as exc:  # noqa: BLE001 - retried alone below, or the row's own error
             if len(group) == 1:
                 results[group[0]] = exc
@@ -192,13 +199,22 @@ def left_padded(prompts: Sequence[list[int]], pad_id: int) -> tuple[Any, Any]:
     return ids, mask
 
 
-def _generate_group(base: Any, rows: Sequence[GenRow]) -> list[Generation]:
+def _generate_group(
+    base: Any, rows: Sequence[GenRow], between: Callable[[], bool] | None = None
+) -> list[Generation]:
     from transformers import GenerationConfig
 
     tok = base.tokenizer
     ids, mask = left_padded([r.prompt for r in rows], tok.pad_token_id)
     width = ids.shape[1]
-    limits = _limits(rows, width)
+    adapters = [r.adapter for r in rows]
+    mixed = {"adapter_names": adapters} if len(set(adapters)) > 1 else {}
+
+    def pause() -> None:
+        if between is not None and between():  # others ran on this thread, other adapters
+            model.set_adapter(adapters[0])
+
+    limits = _limits(rows, width, None if between is None or mixed else pause)
     streamer = _streamer(tok, rows)
     config = GenerationConfig(
         max_new_tokens=max(r.max_new_tokens for r in rows),
@@ -206,8 +222,6 @@ def _generate_group(base: Any, rows: Sequence[GenRow]) -> list[Generation]:
         pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id,
     )
-    adapters = [r.adapter for r in rows]
-    mixed = {"adapter_names": adapters} if len(set(adapters)) > 1 else {}
     with base.using(adapters[0]) as model:
         try:
             out = model.generate(
@@ -244,8 +258,9 @@ def drop_adapter_hooks(model: Any) -> None:
                 module._forward_pre_hooks_with_kwargs.pop(key, None)
 
 
-def _limits(rows: Sequence[GenRow], start: int):
-    """A stopping criterion that ends each row at its own limit or when it is cancelled."""
+def _limits(rows: Sequence[GenRow], start: int, pause: Callable[[], None] | None = None):
+    """A stopping criterion that ends each row at its own limit or when it is cancelled, and
+    calls `pause()` after each step that leaves a row going."""
     import torch
     from transformers import StoppingCriteria
 
@@ -259,6 +274,8 @@ def _limits(rows: Sequence[GenRow], start: int):
                 if self.made[i] is None and (made >= row.max_new_tokens or row.cancelled()):
                     self.made[i] = made
             done = [m is not None for m in self.made]
+            if pause is not None and not all(done):
+                pause()
             return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
     return RowLimits()

@@ -118,10 +118,12 @@ class Engine:
         """Greedy decoding of many rows together, each with its own adapter (see decoding)."""
         return generate_rows(self.base, rows)
 
-    def generate_each(self, rows: Sequence[GenRow]) -> list[Generation | Exception]:
+    def generate_each(
+        self, rows: Sequence[GenRow], between: Callable[[], bool] | None = None
+    ) -> list[Generation | Exception]:
         """`generate_many`, where a row that fails is retried alone and fails alone (its
-        exception in its place)."""
-        return generate_each(self.base, rows)
+        exception in its place); `between()` may run between decoding steps."""
+        return generate_each(self.base, rows, between)
 
     def answer(self, label: str, messages: Sequence[dict], max_new_tokens: int) -> Generation:
         """The answer of expert `label`, which sees others' turns only as summaries."""

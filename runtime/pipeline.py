@@ -111,9 +111,9 @@ def run_turns(
 ) -> list[TurnResult]:
     """Run checked jobs together on one version, stage by stage; results in job order.
 
-    `between()`, when given, is called after the route stage and after the answer stage (the
-    scheduler runs short turns there that arrived while a long batch ran); its time counts
-    in no stage's latency.
+    `between()`, when given, is called after the route stage, after the answer stage and
+    between the decoding steps of both generation stages (the scheduler runs there the short
+    turns that arrived while a long batch ran); its time counts in no stage's latency.
 
     Each job's prompts are tokenized on their own, and a decoding call that fails is retried
     row by row (see `isolation`): a job that cannot run fails alone, at once, through its
@@ -129,9 +129,9 @@ def run_turns(
             job.on_route(label, fallback)
     clock.lap()
     rows = failures.each(range(len(jobs)), lambda i: _answer_row(engine, jobs[i], picks[i][0]))
-    answers = _generate(engine, rows, failures)
+    answers = _generate(engine, rows, failures, clock.pauser())
     clock.lap()
-    summaries = _summaries(engine, jobs, answers, failures)
+    summaries = _summaries(engine, jobs, answers, failures, clock.pauser())
     stages = dict(zip(STAGES, clock.lap(last=True)))
     return [
         _result(
@@ -151,18 +151,29 @@ FAILED = Generation("", 0, 0, "cancelled")  # the place of a job that failed alo
 
 
 class _Clock:
-    """Stage times of a batch; `between()` runs at each lap but the last, outside every stage."""
+    """Stage times of a batch; `between()` runs at each lap but the last and wherever a stage
+    pauses (`pauser`), and its time counts in no stage."""
 
-    def __init__(self, between: Callable[[], None] | None):
-        self.between, self.laps = between, []
+    def __init__(self, between: Callable[[], object] | None):
+        self.between, self.laps, self.paused = between, [], 0.0
         self.start = time.perf_counter()
+
+    def pause(self) -> bool:
+        """Run `between()`; whether it ran anything."""
+        started = time.perf_counter()
+        try:
+            return bool(self.between()) if self.between is not None else False
+        finally:
+            self.paused += time.perf_counter() - started
+
+    def pauser(self) -> Callable[[], bool] | None:
+        return self.pause if self.between is not None else None
 
     def lap(self, last: bool = False) -> list[float]:
-        now = time.perf_counter()
-        self.laps.append(now - self.start)
-        if self.between is not None and not last:
-            self.between()
-        self.start = time.perf_counter()
+        self.laps.append(time.perf_counter() - self.start - self.paused)
+        if not last:
+            self.pause()
+        self.start, self.paused = time.perf_counter(), 0.0
         return self.laps
 
 
@@ -188,12 +199,17 @@ def _answer_row(engine: Engine, job: TurnJob, label: str) -> GenRow:
 
 
 def _generate(
-    engine: Engine, rows: dict[int, GenRow], failures: Failures
+    engine: Engine,
+    rows: dict[int, GenRow],
+    failures: Failures,
+    between: Callable[[], bool] | None = None,
 ) -> dict[int, Generation]:
-    """The generation of each job's row; a row that failed even alone fails its job."""
+    """The generation of each job's row; a row that failed even alone fails its job.
+    `between()` may run between decoding steps (see `decoding.generate_each`)."""
     order = list(rows)
     out: dict[int, Generation] = {}
-    for i, got in zip(order, engine.generate_each([rows[i] for i in order]) if order else []):
+    made = engine.generate_each([rows[i] for i in order], between) if order else []
+    for i, got in zip(order, made):
         if isinstance(got, Generation):
             out[i] = got
         else:
@@ -202,7 +218,11 @@ def _generate(
 
 
 def _summaries(
-    engine: Engine, jobs: Sequence[TurnJob], answers: dict[int, Generation], failures: Failures
+    engine: Engine,
+    jobs: Sequence[TurnJob],
+    answers: dict[int, Generation],
+    failures: Failures,
+    between: Callable[[], bool] | None = None,
 ) -> dict[int, str]:
     """Each answered job's summary; none for jobs cancelled meanwhile."""
     live = [
@@ -217,7 +237,7 @@ def _summaries(
         prompt = engine.prompt(head, body, jobs[i].summary_tokens)
         return GenRow(engine.summarizer, prompt, jobs[i].summary_tokens)
 
-    summaries = _generate(engine, failures.each(live, row), failures)
+    summaries = _generate(engine, failures.each(live, row), failures, between)
     return {i: generation.text for i, generation in summaries.items()}
 
 

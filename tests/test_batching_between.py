@@ -114,3 +114,37 @@ def test_a_small_chat_is_answered_between_the_stages_of_a_long_prompt(demo, spec
         alone_long.summary,
     )
     assert long.finish_reason in {"stop", "length"} and long.answer
+
+
+def test_other_turns_decoded_between_the_steps_of_a_row_change_nothing(demo, spec):
+    """Between two decoding steps another batch runs on the same model, under other adapters
+    (as the scheduler runs short turns there): every row decodes as it would undisturbed, and
+    a group of rows with different adapters never pauses (PEFT's per-row hooks are set)."""
+    from mint.runtime import prompts
+    from mint.runtime.decoding import GenRow, generate_each
+    from mint.runtime.engine import load_engine
+    from mint.runtime.loader import SharedBase
+
+    base = SharedBase.load(demo.base)
+    engine = load_engine(base, spec)
+    try:
+        rows = []
+        for label, text in (("coding", "please fix the python bug " * 30), ("ui", "align it")):
+            head, body = prompts.answer_text(user(text), label)
+            rows.append(GenRow(engine.experts[label], engine.prompt(head, body, 16), 16))
+        others = [GenRow(engine.summarizer, rows[1].prompt, 8)]
+        plain = [generate_each(base, [row])[0] for row in rows]
+        inner: list = []
+
+        def between() -> bool:
+            inner.append(generate_each(base, others)[0])  # another adapter, same thread
+            return True
+
+        paused = [generate_each(base, [row], between)[0] for row in rows]
+        steps = len(inner)
+        mixed = generate_each(base, rows, between)
+    finally:
+        engine.close()
+    assert paused == plain and mixed == plain
+    assert steps >= 2 and len(inner) == steps  # it paused; the mixed group did not
+    assert all(g.completion_tokens > 0 for g in plain)
