@@ -8,6 +8,9 @@ within 1.5x of p95 alone. A long prompt is cut to the model's budget before it i
 in full (`prompts.encode_tail`), so it costs a batch what any prompt that fills the model's
 context costs: the control phase, beside 3 KB prompts (just enough to fill the tiny model's
 512 positions), shows how much of what is left is the model's work, not the text's size.
+That work no longer holds small chats back: the router runs a prompt once for all labels
+(`router.score_batch`), and short turns run between the stages and decoding steps of a long
+batch (`Scheduler.between`), so a small chat waits for one forward pass at most.
 
 The demo's tiny MoL is committed to a new SQLite repository and served by the installed CLI
 (`python -m mint --repo ROOT serve macaron@production`, torch on one thread, traces on as by
