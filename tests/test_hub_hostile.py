@@ -68,6 +68,7 @@ def env(request, tmp_path_factory, models):
         for i in range(PAGE + 1):
             (adapter / FOLDER / f"{i:04}.txt").write_text(str(i))
         commit = api.commit(repo, "coding", adapter, "coder", author="bob").id
+        api.promote(repo, commit, "production", by="admin", force=True, reason="test")
         token = create_token(repo.root, "reader", "reader")
         plain = start_registry(repo.root)
         stack.callback(plain.stop)
@@ -162,3 +163,23 @@ def test_a_tree_page_under_a_non_ascii_folder_links_to_the_next(env, tmp_path):
         cache_dir=tmp_path,
     )
     assert Path(served).read_text() == "7"
+
+
+def test_an_entry_id_beyond_any_database_integer_is_not_a_500(env):
+    """Also found while at it: `before` of a channel's history reached the query unbounded
+    (SQLite: OverflowError, a 500 that dropped the connection)."""
+    from mint.registry.web.session import COOKIE
+
+    huge = str(2**70)
+    with env.plain.client(env.token) as client:
+        answer = client.get("/api/v1/history", params={"ref": "coding@production", "before": huge})
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["type"] == "InvalidRequest"
+        for before in (None, str(2**40)):  # beyond the column's type: every entry is older
+            params = {"ref": "coding@production", **({"before": before} if before else {})}
+            moves = client.get("/api/v1/history", params=params).json()
+            assert [m["to"] for m in moves] == [env.commit]
+    with httpx.Client(base_url=env.plain.url, cookies={COOKIE: env.token}) as browser:
+        for before in (huge, str(2**40)):
+            page = browser.get("/channel/coding@production", params={"before": before})
+            assert page.status_code == 200 and env.commit[:12] in page.text, page.text[-600:]

@@ -12,6 +12,7 @@ from mint.registry.auth import Reader, RepoDep, check_line, check_rev, visible
 from mint.registry.models import Name, Resolved, Rev, WhoAmI
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, list_of, model_of
+from mint.registry.web.channel_api import LAST_ENTRY
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["reads"])
 
@@ -76,9 +77,13 @@ def history(
     who: Reader,
     ref: Annotated[Rev, Query(description="LINE@CHANNEL")],
     n: Annotated[int | None, Query(ge=1, le=100_000, description="the newest N moves")] = None,
-    before: Annotated[int | None, Query(ge=0, description="moves before this entry id")] = None,
+    before: Annotated[
+        int | None, Query(ge=0, le=2**62, description="moves before this entry id")
+    ] = None,
 ) -> MintJSON:
     check_line(who, ref.partition("@")[0])
+    if before is not None:  # no entry is later; a larger number overflows the column's type
+        before = min(before, LAST_ENTRY)
     return answer(api.history(repo, ref, n=n, before=before))
 
 

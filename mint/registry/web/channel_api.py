@@ -24,6 +24,7 @@ from mint.repo import Repo
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["reads"])
 MOVES = 20
+LAST_ENTRY = 2**31 - 1  # the largest history entry id (an INTEGER column)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ def channel_view(
     """LINE@CHANNEL as its page shows it: a page of N moves (before the entry BEFORE)."""
     line, channel = split_ref(ref)
     check_line(who, line)
+    if before is not None:  # no entry is later; a larger number overflows the column's type
+        before = min(before, LAST_ENTRY)
     moves = list(reversed(api.history(repo, ref, n=n, before=before)))
     holder = next(
         (c.target for c in api.tag_list(repo, line, RefKind.CHANNEL) if c.name == channel), None
