@@ -242,7 +242,7 @@ class Evaluation:
     contract: str
     version: int
     metrics: dict
-    source: EvalSource
+    source: EvalSource | str  # str: an unknown source, stored by an older mint
     evaluator: dict | None
     data_hash: str | None
     by: str

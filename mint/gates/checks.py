@@ -9,6 +9,7 @@ from mint.gates import evaluations as ev
 from mint.gates.contracts import get_row, guards
 from mint.ids import CommitId, RefKind
 from mint.objects import Check, GateReport
+from mint.received import shown
 from mint.refs import RefsContainer
 
 
@@ -16,33 +17,48 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
-def metric_checks(body: dict, values: dict, holder: dict | None, holder_id: str | None):
-    """One row per metric bound: min, max, and max_regression against the holder."""
+def metric_checks(body: dict, values: object, holder: object, holder_id: str | None):
+    """One row per metric bound: min, max, and max_regression against the holder. VALUES
+    and HOLDER are metrics as stored: a value that is not a finite number (a row an older
+    mint stored unchecked) fails its rows, and the table says what is stored."""
+    values = ev.stored_metrics(values)
+    holder = None if holder is None else ev.stored_metrics(holder)
     rows = []
     for m in body["metrics"]:
-        name, found = m["name"], values.get(m["name"])
+        name = m["name"]
+        found, shown_as = _found(values, name)
         if "min" in m:
             ok = found is not None and found >= m["min"]
-            rows.append(Check(name, f">= {_fmt(m['min'])}", _fmt(found), ok))
+            rows.append(Check(name, f">= {_fmt(m['min'])}", shown_as, ok))
         if "max" in m:
             ok = found is not None and found <= m["max"]
-            rows.append(Check(name, f"<= {_fmt(m['max'])}", _fmt(found), ok))
+            rows.append(Check(name, f"<= {_fmt(m['max'])}", shown_as, ok))
         if "max_regression" in m:
-            rows.append(_regression(name, m["max_regression"], found, holder, holder_id))
+            rows.append(_regression(name, m["max_regression"], values, holder, holder_id))
     return rows
 
 
-def _regression(name, allowed: float, found, holder: dict | None, holder_id: str | None) -> Check:
+def _found(values: dict, name: str) -> tuple[float | None, str]:
+    """NAME's number in VALUES (None: missing or not a number) and how the table shows it."""
+    found = ev.finite_metric(values.get(name))
+    if found is None and name in values:
+        return None, f"not a number (stored value {shown(values[name])})"
+    return found, _fmt(found)
+
+
+def _regression(name, allowed: float, values: dict, holder, holder_id: str | None) -> Check:
     label = f"{name} (regression)"
+    found, shown_as = _found(values, name)
     if holder_id is None:
-        return Check(label, "no holder to compare with", _fmt(found), found is not None)
-    base = (holder or {}).get(name)
+        return Check(label, "no holder to compare with", shown_as, found is not None)
+    base, base_shown = _found(holder or {}, name)
     if base is None:
         need = f">= holder {holder_id[:12]} - {_fmt(allowed)}"
-        return Check(label, need, "holder not evaluated", False)
+        held = "holder not evaluated" if base_shown == "-" else f"holder's value is {base_shown}"
+        return Check(label, need, held, False)
     need = base - allowed
     required = f">= {_fmt(need)} (holder {_fmt(base)} - {_fmt(allowed)})"
-    return Check(label, required, _fmt(found), found is not None and found >= need)
+    return Check(label, required, shown_as, found is not None and found >= need)
 
 
 def channel_holder(conn, line: str, channel: str) -> str | None:

@@ -91,18 +91,61 @@ def check_metrics(body: dict, metrics: dict) -> dict:
         raise EvaluationFailed(f"missing metric {missing[0]!r} for contract {body['name']}")
     out = {}
     for k, v in metrics.items():
-        try:
-            value = (
-                float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
-            )
-        except (ValueError, OverflowError):
-            value = None
+        value = metric_number(v)
         if value is None:
             raise EvaluationFailed(f"metric {shown(k)} is not a number: {shown(v)}")
         if not math.isfinite(value):
             raise EvaluationFailed(f"metric {shown(k)} is {shown(v)}: metrics must be finite")
         out[k] = value
     return out
+
+
+def metric_number(value: object) -> float | None:
+    """VALUE as `mint eval` reads a metric (an int, a float or a numeric string; never a
+    bool), or None; it may be infinite or NaN, which `check_metrics` refuses."""
+    if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (ValueError, OverflowError):
+        return None
+
+
+def finite_metric(value: object) -> float | None:
+    """VALUE as a number a gate can compare, or None: what `check_metrics` accepts."""
+    number = metric_number(value)
+    return number if number is not None and math.isfinite(number) else None
+
+
+# --- reading stored rows ----------------------------------------------------------
+# Rows stored before every door checked evaluations (an older registry took them by push
+# unchecked) can hold anything. `mint fsck` names them (`evaluation_values`); reading them
+# must not fail, or their commit could never be shown, gated or promoted again.
+
+
+def stored_metrics(raw: object) -> dict:
+    """A stored row's metrics as they are read: each value a finite float where it is one,
+    else kept for display (a string, null or bool as it is; anything that JSON or a page
+    could not show, such as NaN, a list or a huge integer, as its short repr). A gate finds
+    no number in those (`finite_metric`). Not a table at all: no metrics. Idempotent."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): _stored_value(v) for k, v in raw.items()}
+
+
+def _stored_value(value: object) -> object:
+    number = finite_metric(value)
+    if number is not None:
+        return number
+    return value if value is None or isinstance(value, (str, bool)) else shown(value)
+
+
+def stored_source(raw: object) -> EvalSource | str:
+    """A stored row's source: one of `EvalSource`, or an unknown one as its text."""
+    try:
+        return EvalSource(raw)
+    except ValueError:
+        return str(raw)
 
 
 def evaluation(conn, eid: int) -> Evaluation:
@@ -114,9 +157,9 @@ def evaluation(conn, eid: int) -> Evaluation:
         ContractId(r.contract_id),
         c.name,
         c.version,
-        r.metrics,
-        EvalSource(r.source),
-        r.evaluator,
+        stored_metrics(r.metrics),
+        stored_source(r.source),
+        r.evaluator if isinstance(r.evaluator, dict) else None,  # fsck names any other
         r.data_hash,
         r.by,
         iso(r.at),
