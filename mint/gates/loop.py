@@ -33,7 +33,7 @@ from mint.errors import GateRefused, InvalidConfig, NothingToRollBack, RevisionN
 from mint.gates import canary as cn
 from mint.gates.checks import gate_report, has_held
 from mint.gates.contracts import get_row
-from mint.gates.evaluations import evaluation, latest_evaluation
+from mint.gates.evaluations import evaluation, finite_metric, latest_evaluation
 from mint.gates.evaluator import run_evaluator
 from mint.gates.promotion import promote, rollback
 from mint.ids import CanaryOutcome
@@ -290,7 +290,7 @@ def _evaluation(r: _Round, cid: str) -> Evaluation:
         if row is not None:
             return evaluation(conn, row.id)
     ev = r.evaluate(r.repo, cid, r.contract.name, by=r.by)
-    metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(ev.metrics.items()))
+    metrics = _metrics_text(ev)
     r.step("evaluate", cid, None, f"{r.contract.name} v{ev.version}: {metrics}", evaluation=ev.id)
     return ev
 
@@ -301,12 +301,23 @@ def _score(r: _Round, ev: Evaluation) -> float:
     if not metrics:
         return 0.0
     m = metrics[0]
-    value = ev.metrics.get(m["name"], 0.0)
+    # a row stored before every door checked evaluations may hold no number: it ranks last
+    value = finite_metric(ev.metrics.get(m["name"], 0.0))
+    if value is None:
+        return float("-inf")
     return -value if ("max" in m and "min" not in m) else value
 
 
+def _metrics_text(ev: Evaluation) -> str:
+    def text(v: object) -> str:
+        number = finite_metric(v)
+        return f"{number:.4g}" if number is not None else repr(v)[:40]
+
+    return ", ".join(f"{k}={text(v)}" for k, v in sorted(ev.metrics.items()))
+
+
 def _launch(r: _Round, cid: str, ev: Evaluation, cand, n: int) -> str:
-    metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(ev.metrics.items()))
+    metrics = _metrics_text(ev)
     why = f"loop: best of {n} candidates ({cand.description}): {metrics} (evaluation {ev.id})"
     move = promote(r.repo, cid, r.staging, by=r.by, contract=r.contract.name, reason=why)
     r.step("promote", cid, r.staging, why, entry=move.id, evaluation=ev.id)
