@@ -47,7 +47,7 @@ def wait_for(predicate, timeout=30.0):
 # --- the stages of a batch -------------------------------------------------------------------
 
 
-def test_the_route_stage_of_a_batch_is_one_forward_pass(engine):
+def test_the_route_stage_of_a_batch_is_two_forward_passes_whatever_its_size(engine):
     conversations = [r["messages"] for r in train.synthetic_requests(12, seed=4)]
     calls = []
     hook = engine.base._raw.register_forward_hook(lambda *_: calls.append(1))
