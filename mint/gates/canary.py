@@ -10,8 +10,9 @@ channel's moves and a registry's event stream announces them (`canary.started`,
 A canary is a deployment: a share of real traffic reaches its candidate. So starting one
 takes the gate a promote to the channel takes (its contracts, approvals by identities other
 than the author and the pusher on a protected channel, `requires`), or `force` with a
-reason; the start's history row keeps the gate's contract and evaluations, as a move's does. No ref moves: rollback's `back`
-chain and the gate's "held" checks read channel rows only, and never see these.
+reason; the start's history row keeps the gate's contract and evaluations, as a move's
+does. No ref moves: rollback's `back` chain and the gate's "held" checks read channel rows
+only, and never see these.
 
 Live numbers: a variant's score is the mean of its traces' feedback scores (the latest
 feedback of each trace), with a 95% Wilson score interval. Scores lie in [0, 1], and a
