@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import sqlalchemy as sa
 
+from mint import possession
 from mint import schema as s
 from mint.errors import EvaluationFailed, InvalidConfig, InvalidObject
 from mint.faults import crash_point
@@ -143,7 +144,8 @@ def gc(
     of writers that died. Blobs written or touched in the last GRACE_SECONDS stay.
 
     The plan lists what would go; after execution, what went (a blob that became live
-    or young meanwhile stays, and is not listed)."""
+    or young meanwhile stays, and is not listed). A deleted blob's upload grants
+    (mint.possession) go with it, in the transaction that deletes it."""
     plan, cutoff = plan_gc(repo, grace_seconds=grace_seconds)
     if dry_run:
         return plan
@@ -190,6 +192,7 @@ def execute_gc(repo: Repo, plan: GcPlan, cutoff: float) -> GcPlan:
             if is_live(conn, blob_id) or not _older_than(repo.store, blob_id, cutoff):
                 continue
             size = _size(repo.store, blob_id)
+            possession.forget(conn, [blob_id])  # a grant is of stored bytes: it goes too
             repo.store.delete(blob_id)
         deleted.append(blob_id)
         freed += size
@@ -213,6 +216,7 @@ def _execute_batches(repo: Repo, blobs: list[str], cutoff: float) -> tuple[list[
                 dead = set(batch) - _live_among(conn, batch)
                 old = pool.map(lambda b: _older_than(repo.store, b, cutoff), sorted(dead))
                 going = [b for b, is_old in zip(sorted(dead), old) if is_old]
+                possession.forget(conn, going)
                 repo.store.delete_many(going)
             deleted += going
             freed += sum(sizes[b] for b in going)

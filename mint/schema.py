@@ -196,6 +196,19 @@ tokens = sa.Table(
     sa.Column("revoked_at", TS, nullable=True),
 )
 
+# Proof of possession: a token limited to lines uploaded these bytes (verified against the
+# id), so a push of it may name the blob though no commit of its lines holds it. Without this
+# a token that learned a blob's sha256 could name another line's blob and then read it.
+# A grant goes with its blob when gc deletes the blob (mint.maintenance).
+blob_grants = sa.Table(
+    "blob_grants",
+    metadata,
+    sa.Column("token", sa.String(100), sa.ForeignKey("tokens.name"), primary_key=True),
+    sa.Column("blob_id", HEX, primary_key=True),
+    sa.Column("at", TS, nullable=False),
+    sa.Index("ix_blob_grants_blob_id", "blob_id"),
+)
+
 # Channels that need a role to move (promote, rollback, force).
 protected_channels = sa.Table(
     "protected_channels",

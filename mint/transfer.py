@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
 
-from mint import received
+from mint import possession, received
 from mint import schema as s
 from mint.bases import fingerprint
 from mint.commits import rows
@@ -22,6 +22,7 @@ from mint.commits.arriving import new_commit
 from mint.db import insert_new, is_unique_violation
 from mint.errors import (
     BaseMismatch,
+    Forbidden,
     InvalidObject,
     MissingObjects,
     NotFastForward,
@@ -163,6 +164,9 @@ class Admission:
     by: str | None = None  # the pusher, recorded as pushed_by (None: a fetch)
     check_line: Callable[[str], None] = _anything  # raises Forbidden for a line out of reach
     add_contracts: bool = True  # may record contract versions that are not here yet
+    # A token limited to lines: the lines it may read. A stored blob it names must be held by
+    # a commit of those lines or uploaded by this token (mint.possession); None: no proof.
+    reads_line: Callable[[str], bool] | None = None
 
 
 LOCAL = Admission()
@@ -223,6 +227,7 @@ def _receive_commits(repo: Repo, conn, commits, admission: Admission):
         here = conn.execute(sa.select(s.commits.c.id).where(s.commits.c.id == cid)).first()
         if here is None:
             _check_refers(repo, conn, c)
+            _check_possession(conn, c, admission)
         if here is None and _insert(conn, c, admission.by):
             stored.append(cid)
         else:
@@ -286,6 +291,22 @@ def _check_refers(repo: Repo, conn, c: rows.NewCommit) -> None:
             raise MissingObjects(
                 f"base {c.base} (push it with its commits)", [c.base_fingerprint or ""]
             )
+
+
+def _check_possession(conn, c: rows.NewCommit, admission: Admission) -> None:
+    """A limited token names only blobs it may read or has uploaded: knowing a blob's id is
+    not holding its bytes (mint.possession). Two queries for all of C's blobs, not one each."""
+    if admission.reads_line is None:
+        return
+    blobs = [f.sha256 for f in c.files.values()]
+    who = admission.by or ""
+    refused = possession.unproven(conn, blobs, token=who, may_read=admission.reads_line)
+    if refused:
+        raise Forbidden(
+            who,
+            f"name blob {refused[0][:12]}: no commit of the token's lines holds it; "
+            "upload its bytes (PUT /api/v1/blobs/{id}) to show the token has them",
+        )
 
 
 EVALUATION_KEYS = {"commit", "contract", "metrics", "source", "evaluator", "data_hash", "by", "at"}

@@ -12,8 +12,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from mint import possession
 from mint.registry.auth import Reader, RepoDep, Writer, check_blob
 from mint.registry.models import HEX64, MissingBlobs, MissingBody, StoredBlob
 from mint.registry.render import MintJSON, answer
@@ -46,9 +48,18 @@ def redirect(url: str, headers: dict | None = None) -> Response:
 
 @router.post("/blobs/missing", response_model=MissingBlobs)
 def missing(repo: RepoDep, who: Writer, body: MissingBody) -> MintJSON:
-    """The ids of BODY that the store lacks, in the order given."""
+    """The ids of BODY that the store lacks, in the order given. For a token limited to lines,
+    also the stored ones it may not read and has not uploaded: a push may name those only once
+    it has sent their bytes (mint.possession), so an honest client uploads them."""
     wanted = list(dict.fromkeys(body.ids))
-    return answer({"missing": [i for i in wanted if not repo.store.has(i)]})
+    absent = {i for i in wanted if not repo.store.has(i)}
+    if who.lines is not None:
+        with repo.db.read() as conn:
+            stored = [i for i in wanted if i not in absent]
+            absent.update(
+                possession.unproven(conn, stored, token=who.name, may_read=who.may_touch)
+            )
+    return answer({"missing": [i for i in wanted if i in absent]})
 
 
 @router.get(
@@ -83,8 +94,18 @@ def download(repo: RepoDep, who: Reader, blob_id: BlobPath, request: Request) ->
 )
 async def upload(blob_id: BlobPath, request: Request, who: Writer) -> MintJSON:
     """Store the body as blob BLOB_ID: 201 stored, 200 already there, 422 if the bytes hash
-    to another id (then nothing is stored)."""
+    to another id (then nothing is stored). Every byte is hashed even when the blob is stored
+    already: for a token limited to lines the upload is its proof of holding the bytes, and
+    is recorded as such (mint.possession)."""
     if "content-length" not in request.headers:
         raise HTTPException(411, "an upload needs a Content-Length")
-    result = await receive_blob(request.app.state.repo, request.stream(), blob_id)
+    repo = request.app.state.repo
+    result = await receive_blob(repo, request.stream(), blob_id)
+    if who.lines is not None:
+        await run_in_threadpool(_grant, repo, who.name, blob_id)
     return answer(result, 201 if result.written else 200)
+
+
+def _grant(repo, token: str, blob_id: str) -> None:
+    with repo.db.write() as conn:
+        possession.grant(conn, token, blob_id)

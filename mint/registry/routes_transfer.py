@@ -41,6 +41,7 @@ def receive_objects(repo: RepoDep, who: Writer, body: ObjectsBody) -> MintJSON:
         by=who.name,
         check_line=lambda line: check_line(who, line),
         add_contracts=who.role.allows(Access.ADMIN),
+        reads_line=who.may_touch if who.lines is not None else None,
     )
     result = transfer.import_objects(
         repo, body.model_dump(), pushed_by=who.name, admission=admission
