@@ -330,6 +330,14 @@ class InvalidTime(MintError, ValueError):
         self.text = text
 
 
+class InvalidForm(MintError, ValueError):
+    """A web page's form body that is not one of ours (too large, too many fields)."""
+
+    def __init__(self, why: str):
+        super().__init__(f"invalid form: {why}")
+        self.why = why
+
+
 class DatasetNotFound(MintError, LookupError):
     def __init__(self, dataset_id: str):
         super().__init__(f"no dataset {dataset_id!r}")

@@ -276,3 +276,23 @@ def test_sign_in_with_its_csrf_value_signs_in(site):
         assert "mint_signin" not in c.cookies  # used: the next sign-in gets a new value
         page = c.get("/")
         assert page.status_code == 200 and ">maint" in page.text
+
+
+def test_a_form_with_too_many_fields_is_a_400_not_a_500(site):
+    """More fields than any form of ours (parse_qsl's limit, 50) is refused with one line,
+    on sign-in and on a signed-in form, with no traceback in the server's log."""
+    server, token = site
+    padding = {f"a{i}": "1" for i in range(60)}
+    with httpx.Client(base_url=server.url) as c:
+        value = signin_form(c)
+        answer = c.post("/signin", data={**padding, "token": token, "csrf": value})
+        assert answer.status_code == 400, answer.text
+        assert "over 50 fields" in answer.text and "mint_session" not in c.cookies
+        signed = c.post("/signin", data={"token": token, "next": "/", "csrf": value})
+        assert signed.status_code == 303 and c.cookies.get("mint_session") == token
+        found = re.search(r'name="csrf" value="([0-9a-f]+)"', c.get("/").text)
+        assert found, "a signed-in page has no form with a CSRF field"
+        out = c.post("/signout", data={**padding, "csrf": found.group(1)})
+        assert out.status_code == 400 and "over 50 fields" in out.text, out.text
+        assert c.get("/", follow_redirects=False).status_code == 200  # still signed in
+    assert "Traceback" not in server.output()

@@ -50,6 +50,7 @@ def status_table() -> dict[type[BaseException], int]:
         e.CanaryOpen: 409,
         e.InvalidName: 422,
         e.InvalidConfig: 422,
+        e.InvalidForm: 400,
         e.InvalidAdapter: 422,
         e.InvalidObject: 422,
         e.MissingObjects: 422,

@@ -17,7 +17,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
 from mint import api
-from mint.errors import Forbidden, GateRefused, InvalidConfig, MintError, Unauthenticated
+from mint.errors import (
+    Forbidden,
+    GateRefused,
+    InvalidConfig,
+    InvalidForm,
+    MintError,
+    Unauthenticated,
+)
 from mint.registry import queries
 from mint.registry.auth import check_line, check_move, check_rev
 from mint.registry.failures import status_of
@@ -68,8 +75,11 @@ def _signin_page(request: Request, who, status: int, **context) -> Response:
 @router.post("/signin")
 async def signin(request: Request) -> Response:
     """Sign in: the form's CSRF value is checked first (403, no session, the token not even
-    looked up), then the token (401)."""
-    form = await read_form(request)
+    looked up), then the token (401). A body that is no form of ours is a 400."""
+    try:
+        form = await read_form(request)
+    except InvalidForm as exc:
+        return _signin_page(request, None, 400, next="/", error=exc)
     secret, target = form.get("token", "").strip(), _local(form.get("next"))
     try:
         check_signin_csrf(request, form)

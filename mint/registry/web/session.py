@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl
 from fastapi import Request
 from fastapi.responses import Response
 
-from mint.errors import Forbidden, MintError, Unauthenticated
+from mint.errors import Forbidden, InvalidForm, MintError, Unauthenticated
 from mint.registry.tokens import Access, Identity, authenticate, token_hash
 
 COOKIE = "mint_session"
@@ -32,6 +32,7 @@ SIGNIN_COOKIE = "mint_signin"  # the sign-in form's CSRF value, before there is 
 SIGNIN_PATH = "/signin"
 _SIGNIN_VALUE = re.compile(r"[0-9a-f]{64}")
 MAX_FORM = 64 * 1024  # a page's form is a few fields; more is not a form of ours
+MAX_FIELDS = 50
 
 
 def signed_in(request: Request) -> Identity | None:
@@ -117,12 +118,18 @@ def end_session(response: Response, request: Request) -> None:
 
 
 async def read_form(request: Request) -> dict[str, str]:
-    """An url-encoded form's fields (the last value of a repeated one)."""
+    """An url-encoded form's fields (the last value of a repeated one). Raises InvalidForm
+    (400) for a body larger than MAX_FORM or with more than MAX_FIELDS fields."""
     body = await request.body()
     if len(body) > MAX_FORM:
-        raise Forbidden("page", "send a form this large")
+        raise InvalidForm(f"over {MAX_FORM} bytes: no form of this site is that large")
     text = body.decode("utf-8", errors="replace")
-    return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=50))
+    try:
+        return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FIELDS))
+    except ValueError:  # parse_qsl's only refusal here: more fields than MAX_FIELDS
+        raise InvalidForm(
+            f"over {MAX_FIELDS} fields: no form of this site has that many"
+        ) from None
 
 
 async def checked_form(request: Request, role: Access) -> tuple[Identity, dict[str, str]]:
