@@ -19,14 +19,16 @@ import sqlalchemy as sa
 
 from mint import possession
 from mint import schema as s
-from mint.errors import EvaluationFailed, InvalidConfig, InvalidObject
+from mint.commits import rows
+from mint.errors import EvaluationFailed, InvalidConfig, InvalidName, InvalidObject, UnsafePath
 from mint.faults import crash_point
 from mint.gates.contracts import check_version
 from mint.gates.evaluations import evaluation_values
-from mint.ids import as_utc, iso, utcnow
+from mint.ids import Kind, as_utc, iso, utcnow
 from mint.objects import FsckReport, GcPlan
 from mint.received import CLOCK_SKEW
 from mint.repo import Repo
+from mint.sets.bound import check_bound
 from mint.store import BlobCorrupt, BlobMissing, ObjectStore
 
 DEFAULT_GRACE_SECONDS = 3600
@@ -55,6 +57,7 @@ def fsck(repo: Repo) -> FsckReport:
         commits = {r[0] for r in conn.execute(sa.select(s.commits.c.id))}
         problems += _dangling_refs(conn, commits)
         problems += _bad_contracts(conn) + _bad_evaluations(conn, commits)
+        problems += _unbound_sets(conn)
     stored = set()
     for blob_id in repo.store.iter():
         try:
@@ -131,6 +134,20 @@ def _bad_evaluations(conn, commits: set[str]) -> list[str]:
             out.append(f"{what}: {exc}")
         if as_utc(r.at) > latest:
             out.append(f"{what}: it was made at {iso(r.at)}, in the future")
+    return out
+
+
+def _unbound_sets(conn) -> list[str]:
+    """Set commits whose config is not what `mint set commit` writes for their members (an
+    older version's push stored such rows): the receiver's check, mint.sets.bound."""
+    c = s.commits.c
+    out = []
+    for cid in conn.execute(sa.select(c.id).where(c.kind == Kind.SET).order_by(c.id)).scalars():
+        d = rows.detail(conn, cid)
+        try:
+            check_bound(d.line, d.base, d.files, d.config, d.members)
+        except (InvalidConfig, InvalidName, UnsafePath) as exc:
+            out.append(f"set commit {cid}: {exc}")
     return out
 
 

@@ -14,6 +14,7 @@ the API without an error. `make test` runs a few dozen examples; MINT_FUZZ_EXAMP
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import json
 import os
@@ -98,6 +99,9 @@ class Target:
         with self.repo.db.read() as conn:
             self.wire = transfer.commit_wire(conn, self.chat)
             self.base = transfer.export_objects(conn, [self.chat])["bases"][0]
+        prompt = b"Route.\n"  # the sets' one prompt, stored as a push would have sent it
+        self.repo.store.put_bytes(prompt)
+        self.prompt = [hashlib.sha256(prompt).hexdigest(), len(prompt)]
         self.tokens = {
             "ada": create_token(self.repo.root, "ada", "admin"),
             "cody": create_token(self.repo.root, "cody", "writer", ("fuzz*",)),
@@ -117,13 +121,29 @@ def valid_payload(t: Target) -> dict:
     n = next(SERIAL)
     adapter = {**copy.deepcopy(t.wire), "line": f"fuzz-{n}", "parents": [], "message": f"{n}"}
     members = [["router", "router", t.chat, "chat"], ["expert", "chat", t.chat, "chat"]]
+    members.append(["summary", "summary", t.chat, "chat"])
     pinned = {**copy.deepcopy(t.wire), "kind": "set", "line": f"fuzzset-{n}", "parents": []}
-    pinned |= {"files": {}, "tensors": [], "members": members, "peft": None, "config": {}}
+    pinned |= {"files": {"route.md": t.prompt}, "tensors": [], "members": members}
+    pinned |= {"peft": None, "config": set_config(t, f"fuzzset-{n}")}
     at = utcnow().isoformat()
     contract = {"name": "prod", "version": 1, "source": CONTRACT}
     ev = {"commit": None, "contract": contract, "metrics": {"acc": 0.9}, "source": "manual"}
     ev |= {"evaluator": None, "data_hash": None, "by": "ann", "at": at}
     return {"bases": [copy.deepcopy(t.base)], "commits": [adapter, pinned], "evaluations": [ev]}
+
+
+def set_config(t: Target, line: str) -> dict:
+    """What `mint set commit` writes for a set whose every member is t.chat (the receiver
+    rebuilds it from the members: mint.sets.bound)."""
+    router = {"adapter": t.chat, "labels": ["chat"], "prompt": "route.md", "default": "chat"}
+    return {
+        "name": line,
+        "protocol": "mol/1",
+        "base": "tiny-llama",
+        "router": router,
+        "experts": {"chat": t.chat},
+        "summary": {"adapter": t.chat, "prompt": "route.md"},
+    }
 
 
 def mutate(payload: dict, path: tuple, value) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from mint import received as r
 from mint.commits.adapter import safe_relpath
 from mint.commits.rows import NewCommit
-from mint.errors import InvalidObject
+from mint.errors import InvalidConfig, InvalidName, InvalidObject, UnsafePath
 from mint.ids import Kind, Role
 from mint.objects import FileEntry, Member, TensorEntry
 from mint.refs.revisions import MAX_NAME, check_name, check_text
+from mint.sets.bound import check_bound
 
 KEYS = {
     "id",
@@ -74,7 +75,20 @@ def new_commit(wire: object) -> NewCommit:
     _check_shape(c)
     if c.id != wire["id"]:
         raise InvalidObject(f"commit object {r.shown(wire['id'])} hashes to {c.id[:12]}")
+    if c.kind == Kind.SET:
+        _check_set(c)
     return c
+
+
+def _check_set(c: NewCommit) -> None:
+    """The id does not hash a set's config, which serving and checkout read: it must be what
+    `mint set commit` writes for these members (mint.sets.bound, the local rules)."""
+    if c.peft is not None:
+        raise InvalidObject("a set commit has no peft table")
+    try:
+        check_bound(c.line, c.base, c.files, c.config, c.members)
+    except (InvalidConfig, InvalidName, UnsafePath) as exc:
+        raise InvalidObject(f"set commit {c.id[:12]}: {exc}") from None
 
 
 def _files(value: object) -> dict[str, FileEntry]:

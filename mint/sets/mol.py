@@ -66,6 +66,12 @@ def parse_mol_text(text: str, folder: Path, source: str = MOL) -> MolFile:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InvalidConfig(f"{source} is not valid TOML: {exc}") from None
+    return mol_from_table(raw, folder, source)
+
+
+def mol_from_table(raw: dict, folder: Path, source: str = MOL) -> MolFile:
+    """Check mol.toml's parsed table RAW (also a set commit's stored config, whose adapters
+    are commit ids: a received set is checked by these same rules)."""
     bad = lambda why: InvalidConfig(f"{source}: {why}")  # noqa: E731
     tables = {k: raw.get(k) for k in ("router", "experts", "summary")}
     if not all(isinstance(t, dict) for t in tables.values()):
