@@ -8,7 +8,10 @@ Two kinds of token are taken, either or both:
 - `RegistryTokens`: the tokens of the registry the server follows (`--registry-tokens`), each
   checked with `GET /api/v1/whoami` and the answer kept for a minute (a refusal for a few
   seconds), so that a chat costs no round trip. A token limited to lines may call a server only
-  when the set it serves is on one of them. Feedback from such a caller is passed on to the
+  when the registry lets it read every version served (`GET /api/v1/commits/ID` with its own
+  token): the set's line and each member's line, the registry's own rule for reading a set;
+  the answer is kept per token and version, so a channel that moves to a set with other
+  members is checked again. Feedback from such a caller is passed on to the
   registry under its own token, so the registry checks its role and records its name.
 
 `RequireToken` is the ASGI middleware: no token, or one no check knows, is answered 401 (a
@@ -18,7 +21,6 @@ request's scope for the handlers (`feedback_identity`).
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import hmac
 import json
@@ -83,6 +85,7 @@ class RegistryTokens:
         self.url = url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, timeout=10.0, transport=transport)
         self._cache: dict[str, tuple[float, Caller | None]] = {}
+        self._reads: dict[tuple[str, str], tuple[float, bool]] = {}  # (digest, commit) -> read
         self._lock = threading.Lock()
 
     def check(self, token: str) -> Caller | None:
@@ -103,6 +106,34 @@ class RegistryTokens:
         # the caller keeps this token: the one it sent now, which the digest matched
         return None if caller is None else Caller(caller.name, token, caller.lines)
 
+    def may_read(self, token: str, commit_id: str) -> bool:
+        """Whether TOKEN may read commit COMMIT_ID, as the registry decides: for a set, its
+        line and every member's line must be the token's (`check_commit` there)."""
+        key, now = (_digest(token), commit_id), time.monotonic()
+        with self._lock:
+            hit = self._reads.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        allowed = self._ask_read(token, commit_id)
+        with self._lock:
+            if len(self._reads) >= CACHE_SIZE:
+                self._reads.clear()
+            self._reads[key] = (now + (CACHE_TTL if allowed else REFUSED_TTL), allowed)
+        return allowed
+
+    def _ask_read(self, token: str, commit_id: str) -> bool:
+        try:
+            r = self._http.get(
+                f"/api/v1/commits/{commit_id}", headers={"Authorization": f"Bearer {token}"}
+            )
+        except httpx.HTTPError as exc:
+            raise CheckUnavailable(f"the registry at {self.url} is out of reach: {exc}") from None
+        if r.status_code in (401, 403, 404):  # 404: the token may not learn it exists either
+            return False
+        if r.status_code != 200:
+            raise CheckUnavailable(f"the registry at {self.url} answered {r.status_code}")
+        return True
+
     def _ask(self, token: str) -> Caller | None:
         try:
             r = self._http.get("/api/v1/whoami", headers={"Authorization": f"Bearer {token}"})
@@ -122,18 +153,19 @@ class RegistryTokens:
 
 class RequireToken:
     """ASGI middleware: every HTTP request but OPEN_PATHS needs `Authorization: Bearer` with
-    a token one of CHECKS accepts. SERVED_LINE() is the line of the set being served (a
-    caller limited to lines must cover it); ON_REFUSED(status) counts refusals."""
+    a token one of CHECKS accepts. SERVED_VERSIONS() are the set commits serving now (the
+    holder, and a canary's candidate): a registry token limited to lines must be one the
+    registry lets read each of them; ON_REFUSED(status) counts refusals."""
 
     def __init__(
         self,
         app,
         checks: Sequence[Any],
-        served_line: Callable[[], str | None] = lambda: None,
+        served_versions: Callable[[], Sequence[str]] = lambda: (),
         on_refused: Callable[[int], None] = lambda status: None,
     ):
         self.app, self.checks = app, list(checks)
-        self.served_line, self.on_refused = served_line, on_refused
+        self.served_versions, self.on_refused = served_versions, on_refused
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
@@ -157,17 +189,24 @@ class RequireToken:
             else:
                 caller = check.check(token)
             if caller is not None:
-                self._check_lines(caller)
+                if isinstance(check, RegistryTokens):
+                    await self._check_versions(check, caller)
                 return caller
         raise Refused(401, "the token is not one this server takes", "invalid_api_key")
 
-    def _check_lines(self, caller: Caller) -> None:
-        line = self.served_line()
-        if caller.lines is None or line is None:
+    async def _check_versions(self, check: RegistryTokens, caller: Caller) -> None:
+        """Refuse (403) a caller limited to lines unless the registry lets its token read
+        every version served: the set's line alone is not enough, a set hands out its members'
+        adapters (their answers, their commits in /v1/models)."""
+        if caller.lines is None or caller.token is None:
             return
-        if not any(fnmatch.fnmatchcase(line, glob) for glob in caller.lines):
-            why = f"{caller.name} may not read line {line}: it is outside the token's lines"
-            raise Refused(403, why, "permission_denied")
+        for version in self.served_versions():
+            if not await anyio.to_thread.run_sync(check.may_read, caller.token, version):
+                why = (
+                    f"{caller.name} may not read the set served ({version[:12]}): it shows a"
+                    " line outside the token's lines"
+                )
+                raise Refused(403, why, "permission_denied")
 
     async def _refuse(self, send, status: int, message: str, code: str) -> None:
         self.on_refused(status)

@@ -59,14 +59,14 @@ def serving_app(runtime: Runtime, checks: Sequence[Any] = ()):
     app = create_app(runtime)
     if checks:
 
-        def served_line() -> str | None:
-            engine = runtime.active
-            return engine.spec.name if engine is not None else None
+        def served_versions() -> list[str]:
+            # the canary's candidate answers some requests too: a caller must read both
+            return [e.id for e in (runtime.active, runtime.canary) if e is not None]
 
         app.add_middleware(
             RequireToken,
             checks=list(checks),
-            served_line=served_line,
+            served_versions=served_versions,
             on_refused=runtime.metrics.error,
         )
     return app
