@@ -261,18 +261,28 @@ def member_lines(conn, cid: str) -> list[str]:
 
 
 def _check_refers(repo: Repo, conn, c: rows.NewCommit) -> None:
-    """Parents and members are recorded (members are adapters), blobs stored at the sizes
-    given, the base known, the line of this kind."""
+    """Parents and members are recorded (members are adapters on the set's base, as
+    `set commit` pins them), blobs stored at the sizes given, the base known, the line of
+    this kind."""
     ids = c.parents + [m.commit_id for m in c.members]
     if ids:
-        q = sa.select(s.commits.c.id, s.commits.c.kind).where(s.commits.c.id.in_(ids))
-        known = {r.id: r.kind for r in conn.execute(q)}
+        cc = s.commits.c
+        q = sa.select(cc.id, cc.kind, cc.base, cc.base_fingerprint).where(cc.id.in_(ids))
+        known = {r.id: r for r in conn.execute(q)}
         missing = [i for i in ids if i not in known]
         if missing:
             raise MissingObjects("commits", missing)
-        sets = [m.commit_id for m in c.members if known[m.commit_id] != Kind.ADAPTER]
+        sets = [m.commit_id for m in c.members if known[m.commit_id].kind != Kind.ADAPTER]
         if sets:
             raise WrongKind(f"a set's members are adapters; {sets[0][:12]} is a set")
+        for m in c.members:
+            row = known[m.commit_id]
+            if row.base_fingerprint != c.base_fingerprint:
+                raise BaseMismatch(
+                    f"{m.role} {m.label} = {m.commit_id[:12]} is bound to base {row.base} "
+                    f"({str(row.base_fingerprint)[:12]}), but the set's base is {c.base} "
+                    f"({str(c.base_fingerprint)[:12]})"
+                )
     blobs = [f.sha256 for f in c.files.values()]
     missing = [b for b in blobs if not repo.store.has(b)]
     if missing:

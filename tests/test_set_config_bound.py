@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from mint import api, transfer
 from mint import schema as s
+from mint.bases import fingerprint
 from mint.cli import run_in_process
 from mint.commits import rows
 from mint.ids import object_id, utcnow
@@ -187,3 +188,23 @@ def test_an_honest_set_is_pushed_and_fsck_reports_an_older_versions_row(env, lap
     report = mint(env, monkeypatch, "ada", "--repo", reg.root, "fsck")
     assert report.code != 0, report
     assert f"set commit {bad.id}" in report.out and "expert chat" in report.out, report
+
+
+def test_a_set_on_another_base_than_its_members_is_refused_at_push(env, laptop):
+    """`set commit` pins only members on the set's base (pin_member); a pushed set bound to
+    another base (its own, pushed with it) over the same members is refused the same way."""
+    _work, _cid, honest = laptop
+    config = {"model_type": "llama", "hidden_size": 8, "note": "another base"}
+    other = {"name": "other-base", "fingerprint": fingerprint(config), "config": config}
+    wire = copy.deepcopy(honest)
+    wire["base"], wire["base_fingerprint"] = other["name"], other["fingerprint"]
+    wire["config"]["base"] = other["name"]
+    recompute_id(wire)
+    with env["server"].client(env["tokens"]["cody"]) as http:
+        answer = http.post("/api/v1/objects", json={"bases": [other], "commits": [wire]})
+        error = error_of(answer, 422, "BaseMismatch")
+        assert "bound to base tiny-llama" in error["message"], error
+    assert not stored(env, wire["id"])
+    with env["reg"].db.read() as conn:  # nothing half-stored: not even the base
+        names = {r.name for r in conn.execute(sa.select(s.bases.c.name))}
+    assert names == {"tiny-llama"}
