@@ -6,6 +6,9 @@ Messages say what went wrong in the library's words; they never name a CLI flag.
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 # The store sits below mint and cannot import this module: its errors derive from its own
 # base, and are re-exported here so that callers have one place to look.
 from mint.store.errors import BlobChanged as BlobChanged
@@ -17,6 +20,22 @@ from mint.store.errors import StoreUnavailable as StoreUnavailable
 
 class MintError(Exception):
     """Base of all mint errors."""
+
+
+@functools.cache
+def error_fields(cls: type) -> tuple[str, ...]:
+    """The data of error class CLS: its constructor's named parameters, each kept as the
+    attribute of that name (a `message` parameter is the error's text). The registry sends
+    them as an error's `detail` and the client calls the constructor with them again, so an
+    error crosses the wire whole; a class without a constructor of its own has only its text."""
+    if cls.__init__ in (Exception.__init__, BaseException.__init__, object.__init__):
+        return ()
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return ()
+    plain = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(p for p, v in params.items() if p != "self" and v.kind in plain)
 
 
 # --- repository and database -------------------------------------------------
@@ -163,7 +182,7 @@ class UnknownBase(MintError, LookupError):
                 else f"base {name!r} is not registered"
             )
         super().__init__(why)
-        self.name = name
+        self.name, self.why = name, why
 
 
 class BaseFolderMismatch(BaseMismatch):

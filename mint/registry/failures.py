@@ -1,5 +1,6 @@
 """One table from errors to HTTP statuses, and the JSON every error answers with:
-`{"error": {"type": "<ErrorClass>", "message": "<one line>", "detail": {...}?}}`.
+`{"error": {"type": "<ErrorClass>", "message": "<one line>", "detail": {...}?}}`, where
+`detail` holds the error's fields (`mint.errors.error_fields`) for the client to rebuild it.
 
 A class not in the table takes the status of its nearest listed base. Anything that is not
 an expected error is a bug: it is logged with its traceback (never a request's headers) and
@@ -87,22 +88,22 @@ def error_response(
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
-def _detail(exc: BaseException):
+def error_detail(exc: BaseException):
+    """EXC's data as the answer's `detail`: each of its constructor's fields by name, so the
+    client rebuilds the same class with the same fields (`mint.remote.http.rebuild`)."""
     if isinstance(exc, e.GateRefused):
-        return to_jsonable(exc.report)
-    if isinstance(exc, e.MissingObjects):
-        return {"what": exc.what, "ids": exc.ids}
-    if isinstance(exc, e.RefConflict):
-        return {"ref": exc.ref, "expected": exc.expected, "found": exc.found}
-    if isinstance(exc, e.ContractConflict):
-        return {"name": exc.name, "version": exc.version, "here": exc.here, "sent": exc.sent}
-    if isinstance(exc, e.ChannelTypo):
-        return {"ref": exc.ref, "near": exc.near}
-    if isinstance(exc, (e.ReservedName, e.ChannelGuarded)):
-        return {"ref": exc.ref, "why": exc.why}
-    if isinstance(exc, e.NotFastForward):
-        return {"line": exc.line, "head": exc.head, "new": exc.new}
-    return None
+        return to_jsonable(exc.report)  # documented as the GateReport itself
+    names = e.error_fields(type(exc))
+    if not names:
+        return None
+    # A value JSON cannot hold (none should be) travels as its text rather than failing a 500.
+    return json.loads(json.dumps({n: to_jsonable(_field(exc, n)) for n in names}, default=str))
+
+
+def _field(exc: BaseException, name: str):
+    if name == "message" and not hasattr(exc, name):
+        return str(exc)  # a class whose text is its data (RegistryError, HubRevisionNotFound)
+    return getattr(exc, name, None)
 
 
 async def on_mint_error(request: Request, exc: Exception) -> JSONResponse:
@@ -110,7 +111,7 @@ async def on_mint_error(request: Request, exc: Exception) -> JSONResponse:
     if status >= 500:
         log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return error_response(status, type(exc).__name__, str(exc), _detail(exc), headers)
+    return error_response(status, type(exc).__name__, str(exc), error_detail(exc), headers)
 
 
 async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:

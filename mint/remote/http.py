@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import inspect
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -145,41 +144,50 @@ def error_from(r: httpx.Response) -> Exception:
 
 
 def rebuild(name: str | None, message: str, detail: Any, status: int) -> Exception:
-    """An instance of the error class NAME with MESSAGE as its text, built without its
-    constructor (the server already wrote the words); its data comes from DETAIL."""
+    """The error class NAME of `mint.errors` built again from DETAIL, its constructor's fields
+    (`mint.errors.error_fields`), so that it carries the same data as on the server. MESSAGE,
+    the server's words, stays its text. A name that is no mint error falls back on the status;
+    fields the constructor refuses give a plain RegistryError."""
     cls = getattr(e, name, None) if name else None
     if not (isinstance(cls, type) and issubclass(cls, (e.MintError, e.StoreError))):
-        cls = _BY_STATUS.get(status, e.RegistryError)
+        return _bare(_BY_STATUS.get(status, e.RegistryError), message, None, status)
+    names = e.error_fields(cls)
     if cls is e.GateRefused:
-        return _gate_refused(message, detail, status)
+        detail = {"report": _gate_report(detail)}  # its detail is the GateReport itself
+    if not (names and isinstance(detail, dict) and all(n in detail for n in names)):
+        return _bare(cls, message, detail, status)  # an older registry sent no (or less) data
+    try:
+        exc = cls(**{n: detail[n] for n in names})
+    except Exception:  # noqa: BLE001 - whatever the constructor makes of bad fields
+        return e.RegistryError(message, status)
+    if " ".join(str(exc).split()) != message:
+        exc.args = (message,)
+    return _with_status(exc, status)
+
+
+def _bare(cls: type, message: str, detail: Any, status: int) -> Exception:
+    """CLS with MESSAGE as its text, built without its constructor; the fields DETAIL lacks
+    are None, so every attribute the CLI's hints may read exists."""
     exc = cls.__new__(cls)
     Exception.__init__(exc, message)
-    for param in _data_names(cls):
-        setattr(exc, param, None)  # every attribute the class's handlers may read exists
-    if isinstance(exc, e.RegistryError):
+    given = detail if isinstance(detail, dict) else {}
+    for field in e.error_fields(cls):
+        if field != "message":  # the text is the message
+            setattr(exc, field, given.get(field))
+    return _with_status(exc, status)
+
+
+def _with_status(exc: Exception, status: int) -> Exception:
+    if isinstance(exc, e.RegistryError) and getattr(exc, "status", None) is None:
         exc.status = status
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            if isinstance(key, str) and key.isidentifier() and not key.startswith("_"):
-                setattr(exc, key, value)
     return exc
 
 
-def _data_names(cls: type) -> list[str]:
-    try:
-        params = inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
-        return []
-    plain = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [p for p, v in params.items() if p != "self" and v.kind in plain]
-
-
-def _gate_refused(message: str, detail: Any, status: int) -> Exception:
+def _gate_report(detail: Any) -> Any:
     from mint.objects import GateReport
     from mint.remote.wire import decode
 
-    report = detail.get("report", detail) if isinstance(detail, dict) else None
     try:
-        return e.GateRefused(decode(GateReport, report))
+        return decode(GateReport, detail)
     except (e.InvalidObject, TypeError, ValueError):
-        return e.RegistryError(message, status)
+        return None
