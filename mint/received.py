@@ -19,6 +19,10 @@ MAX_COUNT = 2**62  # sizes, offsets, tensor dimensions: beyond any real file, in
 MAX_INT = 2**63 - 1  # an integer inside a JSON value (meta, config): what BIGINT could keep
 MAX_SHOWN = 40  # characters of a refused value quoted in a message
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+# NUL, or half of a surrogate pair (a lone `\ud800` from JSON): no database column keeps it,
+# UTF-8 cannot encode it, and a tokenizer chokes on it. A valid astral character (an emoji) is
+# one code point in a str, so it never matches. The runtime and the registry use this too.
+UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)  # no time before it is any object's
 CLOCK_SKEW = dt.timedelta(minutes=5)  # how far ahead of ours another machine's clock may be
 
@@ -46,6 +50,8 @@ def text(value: object, what: str, *, max_len: int, empty: bool = True) -> str:
     if not isinstance(value, str) or len(value) > max_len or (not empty and not value):
         limit = f"of 1 to {max_len}" if not empty else f"of at most {max_len}"
         raise InvalidObject(f"{what} is {shown(value)}: a string {limit} characters")
+    if UNSTORABLE_TEXT.search(value):
+        raise InvalidObject(f"{what} holds a NUL or a lone surrogate: not text")
     return value
 
 
@@ -84,6 +90,10 @@ def json_value(value, what: str):
         v = stack.pop()
         if isinstance(v, dict):
             stack += v.values()
+            stack += v.keys()
+        elif isinstance(v, str):
+            if UNSTORABLE_TEXT.search(v):
+                raise InvalidObject(f"{what} holds a NUL or a lone surrogate: not text")
         elif isinstance(v, list):
             stack += v
         elif isinstance(v, float) and not math.isfinite(v):

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from mint.received import UNSTORABLE_TEXT
 from mint.runtime.traces import MAX_USER
 
 MAX_DEPTH = 64  # levels of nested arrays and objects; a chat request needs about six
@@ -25,7 +25,6 @@ MAX_INT_DIGITS = 20  # past int64; `int()` of thousands of digits is quadratic (
 MAX_NEW_TOKENS = 256
 DEFAULT_NEW_TOKENS = 32
 ROLES = {"system", "user", "assistant", "developer", "tool"}
-BAD_TEXT = re.compile("[\x00\ud800-\udfff]")  # NUL, or half of a surrogate pair
 
 
 class ApiError(Exception):
@@ -95,7 +94,7 @@ def check_values(value: Any) -> None:
     while pending:
         item, trail = pending.pop()
         if isinstance(item, str):
-            found = BAD_TEXT.search(item)
+            found = UNSTORABLE_TEXT.search(item)
             if found:
                 raise _bad_text(trail, found.group())
         elif isinstance(item, _Unusable):
@@ -103,7 +102,7 @@ def check_values(value: Any) -> None:
             raise ApiError(400, message, "invalid_number", param=_path(trail))
         elif isinstance(item, dict):
             for key, child in item.items():
-                if BAD_TEXT.search(key):
+                if UNSTORABLE_TEXT.search(key):
                     message = f"a key of `{_path(trail)}` is not valid text (NUL or a surrogate)"
                     raise ApiError(400, message, "invalid_text", param=_path(trail))
                 pending.append((child, (*trail, key)))

@@ -22,7 +22,6 @@ a turn whose trace is still queued. `close()` flushes and stops the thread.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -39,6 +38,7 @@ from mint.errors import (
     Unauthenticated,
 )
 from mint.ids import utcnow
+from mint.received import UNSTORABLE_TEXT
 from mint.runtime.pipeline import TurnResult
 
 log = logging.getLogger("mint.runtime")
@@ -48,7 +48,6 @@ MAX_PENDING = 10_000  # rows waiting to be written
 MAX_PENDING_BYTES = 64 << 20  # bytes of rows waiting to be written
 # The database out of reach, or busy past its timeout: a batch fails whole, with no row to blame.
 DOWN = (DatabaseUnavailable, sa.exc.OperationalError)
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: no column keeps them
 
 
 class TracesDeferred(Exception):
@@ -90,8 +89,8 @@ def storable(value: Any) -> tuple[Any, int]:
     def clean(item: Any) -> Any:
         nonlocal size
         if isinstance(item, str):
-            if _UNSTORABLE.search(item):
-                item = _UNSTORABLE.sub("\ufffd", item)
+            if UNSTORABLE_TEXT.search(item):
+                item = UNSTORABLE_TEXT.sub("\ufffd", item)
             size += len(item) if item.isascii() else len(item.encode("utf-8"))
             return item
         if isinstance(item, dict):

@@ -336,3 +336,19 @@ def test_numbers_out_of_range_in_a_pushed_commit_are_refused(sqlite_world, tmp_p
     assert "InternalError" not in w.server.output() and "Traceback" not in w.server.output()
     assert "numbers" not in {i.name for i in api.ls(w.repo)}
     other.close()
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "\ud800 hi", "x\udfff"])
+def test_text_no_column_keeps_is_refused_by_every_receiver(bad):
+    """What a fetch or clone reads from a registry passes `mint.received` as a push does: a
+    NUL or a lone surrogate in a commit's text, or anywhere in its meta (keys too), is one
+    InvalidObject line, before any row is written (a hostile registry can send it)."""
+    from mint import received
+    from mint.errors import InvalidObject
+
+    with pytest.raises(InvalidObject, match="NUL or a lone surrogate"):
+        received.text(bad, "message", max_len=100)
+    for value in ({"k": bad}, {bad: 1}, [[bad]]):
+        with pytest.raises(InvalidObject, match="NUL or a lone surrogate"):
+            received.json_value(value, "meta")
+    assert received.text("emoji \U0001f600", "message", max_len=100) == "emoji \U0001f600"

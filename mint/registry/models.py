@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from mint.ids import EvalSource
+from mint.received import UNSTORABLE_TEXT
 
 HEX64 = r"^[0-9a-f]{64}$"
 MAX_IDS = 10_000
@@ -25,7 +26,7 @@ def _bad_text(value: Any, depth: int = 0) -> bool:
     """A string (anywhere in VALUE) with a NUL or a lone surrogate, which no column keeps, or
     nesting deeper than 64."""
     if isinstance(value, str):
-        return "\x00" in value or not value.isascii() and not _encodable(value)
+        return UNSTORABLE_TEXT.search(value) is not None
     if depth > 64:
         return True
     if isinstance(value, dict):
@@ -33,14 +34,6 @@ def _bad_text(value: Any, depth: int = 0) -> bool:
     if isinstance(value, list):
         return any(_bad_text(v, depth + 1) for v in value)
     return False
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
 
 
 class Body(BaseModel):
