@@ -76,7 +76,7 @@ RESTART = """
 import json, sys
 from mint.objects import AdapterFiles, SetSpec
 from mint.runtime.loader import SharedBase
-from mint.runtime.swap import Runtime
+from mint.runtime.runtime import Runtime
 d = json.load(open(sys.argv[1]))
 af = lambda x: AdapterFiles(**x)
 spec = SetSpec(**{**d, "router": af(d["router"]), "summary": af(d["summary"]),
@@ -100,7 +100,7 @@ def bench_swap(demo, specs, runs: int, tmp: Path) -> dict:
 
     from mint.runtime.engine import load_engine
     from mint.runtime.loader import SharedBase
-    from mint.runtime.swap import Runtime
+    from mint.runtime.runtime import Runtime
 
     runtime = Runtime(SharedBase.load(demo.base), verify=support.verify_blobs)
     runtime.update(specs[0])

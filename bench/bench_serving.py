@@ -138,7 +138,7 @@ def _percentile(values: list[float], p: int) -> float:
 def bench_rollback(demo, specs, runs: int) -> dict:
     """Serving a previous version again: from the CPU tier vs loading it again."""
     from mint.runtime.loader import SharedBase
-    from mint.runtime.swap import Runtime
+    from mint.runtime.runtime import Runtime
 
     good, degraded = specs
     timings: dict[str, list[float]] = {"resident": [], "load": []}

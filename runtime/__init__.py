@@ -15,8 +15,9 @@ Modules, from the bottom up:
 - `batching`: `Scheduler`, which gathers concurrent turns into batches (a window, a size
   limit), and `Ticket`, one submitted turn (its future, its events, `cancel()`).
 - `residency`: the CPU tier, versions kept loaded after they served (LRU, bounded in adapters).
-- `swap`: `Runtime`, the serving slot with stage/swap, leases per request, the tier and channel
-  following; `Runtime.submit(...)` / `Runtime.turn(...)` are the way a served request runs.
+- `runtime`: `Runtime`, the serving slot with stage/swap (hot swap), leases per request, the
+  tier, a canary's split and channel following; `Runtime.submit(...)` / `Runtime.turn(...)` are
+  the way a served request runs.
 - `chunks`: OpenAI's chat.completion and chat.completion.chunk objects, as server-sent events.
 - `server`: the OpenAI-compatible HTTP server (`create_app`, `serve`, `ServerThread`), over
   `Runtime.submit`, streaming or not; it refuses bodies that are too large or nest too deeply

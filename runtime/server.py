@@ -54,7 +54,7 @@ from mint.runtime.requests import (  # noqa: F401 - parse_json and the rest, as 
     parse_feedback,
     parse_json,
 )
-from mint.runtime.swap import Runtime
+from mint.runtime.runtime import Runtime
 from mint.runtime.traces import TracesDeferred, TracesRefused, trace_row
 
 log = logging.getLogger("mint.runtime")

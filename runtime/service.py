@@ -20,7 +20,7 @@ from mint.runtime.batching import BatchPolicy
 from mint.runtime.engine import open_engine
 from mint.runtime.evaluate import RouteEval, evaluate_routes, read_records
 from mint.runtime.loader import SharedBase
-from mint.runtime.swap import Runtime
+from mint.runtime.runtime import Runtime
 from mint.runtime.traces import TraceRecorder, through_registry
 
 log = logging.getLogger("mint.runtime")

@@ -21,8 +21,8 @@ from typing import Any
 import uvicorn
 
 from mint.runtime.auth import RequireToken
+from mint.runtime.runtime import Runtime
 from mint.runtime.server import create_app
-from mint.runtime.swap import Runtime
 
 DRAIN = 30.0  # seconds the requests in flight get to finish after a stop signal
 SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mint.runtime.loader import SharedBase
-from mint.runtime.swap import Runtime
+from mint.runtime.runtime import Runtime
 
 import test_runtime_support as support
 

@@ -20,7 +20,7 @@ from mint.errors import BlobCorrupt
 from mint.ids import object_id
 from mint.objects import AdapterFiles, SetSpec
 from mint.runtime.loader import SharedBase
-from mint.runtime.swap import Runtime
+from mint.runtime.runtime import Runtime
 
 _CACHE: dict[str, object] = {}
 

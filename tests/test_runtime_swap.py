@@ -11,8 +11,8 @@ import pytest
 from mint.errors import BaseMismatch, BlobCorrupt
 from mint.runtime.errors import AdapterLoadError, NothingStaged, UnknownModel
 from mint.runtime.loader import SharedBase
+from mint.runtime.runtime import Runtime
 from mint.runtime.server import ServerThread
-from mint.runtime.swap import Runtime
 
 import test_runtime_support as support
 

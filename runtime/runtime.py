@@ -1,4 +1,5 @@
-"""Hot swap: serve one set version, stage the next beside it, swap between batches.
+"""The runtime: `Runtime` serves one set version, stages the next beside it, swaps between
+batches, splits a canary's share off, and follows a channel.
 
 A request takes a `Lease` on the version that is active when it is submitted and runs to the
 end on it, whatever is swapped in meanwhile. Requests run in batches gathered by a `Scheduler`
