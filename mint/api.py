@@ -90,8 +90,8 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "write_traces": ("mint.traces.records", "write_traces", _ANY),
     "dataset_show": ("mint.traces.export", "dataset_show", _ANY),
     "export": ("mint.export", "export", _ANY),
-    "pull": ("mint.hub.pull", "pull", _LOCAL),
-    "HubSettings": ("mint.hub.settings", "HubSettings", _PLAIN),
+    "pull": ("mint.hf.pull", "pull", _LOCAL),
+    "HubSettings": ("mint.hf.settings", "HubSettings", _PLAIN),
     "evaluations_of": ("mint.gates.evaluations", "evaluations_of", _ANY),
     "remote_add": ("mint.remote.config", "remote_add", _PLAIN),
     "remote_ls": ("mint.remote.config", "remote_ls", _PLAIN),
@@ -245,8 +245,8 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         promote,
         rollback,
     )
-    from mint.hub.pull import pull
-    from mint.hub.settings import HubSettings
+    from mint.hf.pull import pull
+    from mint.hf.settings import HubSettings
     from mint.maintenance import fsck, gc
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.registry.protection import protect, protected_ls, unprotect

@@ -24,7 +24,7 @@ import pytest
 
 from mint import api
 from mint.errors import InvalidConfig, InvalidHubUri, RefConflict
-from mint.hub.settings import HubUri, mint_tag_name, parse_uri
+from mint.hf.settings import HubUri, mint_tag_name, parse_uri
 
 from conftest import one_line_error, snapshot
 from hubserver import HubServer, StubHub, closed_port_endpoint, gated_hub
@@ -507,8 +507,8 @@ def _regular_files(root: Path) -> list[Path]:
 
 @pytest.mark.parametrize("links", [True, False], ids=["hard link", "copy"])
 def test_staging_makes_new_files_and_never_writes_over_one(tmp_path, monkeypatch, links):
-    from mint.hub.client import HubClient
-    from mint.hub.plan import stage
+    from mint.hf.client import HubClient
+    from mint.hf.plan import stage
 
     if not links:  # another file system: os.link fails, and the file is copied
         monkeypatch.setattr(os, "link", _no_links)
@@ -546,7 +546,7 @@ def test_a_set_is_checked_whole_before_any_member_is_committed(based, repo, mode
 def test_a_set_pull_that_fails_late_takes_its_member_commits_back(
     repo, models, hf_env, monkeypatch
 ):
-    import mint.hub.pull as pulling
+    import mint.hf.pull as pulling
 
     api.base_add(repo, "tiny-llama", models["base"])
     older = api.commit(repo, "chat", models["a3"], "an older chat", author="tester")

@@ -333,10 +333,10 @@ def test_a_set_line_is_its_checkout_and_namespaced_lines_work_on_the_api(hub, tm
 def test_the_tree_is_paged_with_a_link_header(hub, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from mint.registry import routes_hub
+    from mint.registry import routes_hf
     from mint.registry.app import create_app
 
-    monkeypatch.setattr(routes_hub, "PAGE", 3)
+    monkeypatch.setattr(routes_hf, "PAGE", 3)
     auth = {"Authorization": f"Bearer {hub.token}"}
     with TestClient(create_app(hub.repo)) as client:
         url, pages, seen = "/api/models/team/macaron/tree/production?recursive=true", 0, []

@@ -15,7 +15,7 @@ from mint.registry import (
     routes_blobs,
     routes_canary,
     routes_events,
-    routes_hub,
+    routes_hf,
     routes_read,
     routes_traces,
     routes_transfer,
@@ -35,7 +35,7 @@ def create_app(
     presign_threshold: int | None = routes_blobs.PRESIGN_THRESHOLD,
 ) -> FastAPI:
     """The application serving REPO under /api/v1/, described at /openapi.json, and the Hub's
-    download protocol (`routes_hub`): `main` is HF_MAIN's holder when given, else the head;
+    download protocol (`routes_hf`): `main` is HF_MAIN's holder when given, else the head;
     PUBLIC_READ opens the Hub's reads to requests without a token. Downloads of blobs of
     PRESIGN_THRESHOLD bytes or more redirect to the store's presigned URLs (S3; None: never)."""
     app = FastAPI(
@@ -62,7 +62,7 @@ def create_app(
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])
     failures.install(app)
     webhooks.install(app)  # delivers while the app runs (its lifespan)
-    routes_hub.install(app, hf_main, public_read)
+    routes_hf.install(app, hf_main, public_read)
     web.install(app)  # the pages at / (docs/web.md), outside /openapi.json
     app.add_middleware(BodyLimit, limits=app.state.limits)
     return app

@@ -39,9 +39,9 @@ from mint.errors import (
     RefExists,
     WrongKind,
 )
-from mint.hub.client import HubClient
-from mint.hub.plan import Plan, pinned_mol, plan_commit, stage
-from mint.hub.settings import SCHEME, HubSettings, mint_tag_name, parse_uri
+from mint.hf.client import HubClient
+from mint.hf.plan import Plan, pinned_mol, plan_commit, stage
+from mint.hf.settings import SCHEME, HubSettings, mint_tag_name, parse_uri
 from mint.ids import CommitId, Kind
 from mint.refs import RefsContainer, check_name, find_line
 from mint.refs.tags import tag as tag_commit

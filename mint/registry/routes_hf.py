@@ -1,5 +1,5 @@
-"""The Hub's download routes (`mint.registry.hub`): repo info, tree, refs and resolve, read by
-an unmodified `huggingface_hub` client whose `HF_ENDPOINT` is this server.
+"""The Hub's download routes (`mint.registry.hf_protocol`): repo info, tree, refs and resolve,
+read by an unmodified `huggingface_hub` client whose `HF_ENDPOINT` is this server.
 
 Paths are parsed from the raw request path, so a revision quoted with `%2F` stays one segment.
 Reads need a reader token unless the server was started with `--public-read`.
@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from mint.errors import Forbidden
 from mint.refs import find_line
 from mint.registry.auth import check_commits, check_line, requires
-from mint.registry.hub import (
+from mint.registry.hf_protocol import (
     Check,
     HubFile,
     HubMiss,

@@ -23,7 +23,7 @@ from mint.errors import (
     NeedsNetwork,
     UnsafePath,
 )
-from mint.hub.settings import SCHEME, HubSettings, is_safe_revision
+from mint.hf.settings import SCHEME, HubSettings, is_safe_revision
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _PLAIN_NAME = re.compile(r"^[^/\\\x00-\x1f\x7f]+$")  # one path component: no separator

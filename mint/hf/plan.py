@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mint.commits.adapter import CONFIG, PICKLE_SUFFIXES, WEIGHTS, safe_relpath
 from mint.errors import InvalidConfig, NotAHubAdapter, PickleRefused
-from mint.hub.client import HubClient
+from mint.hf.client import HubClient
 from mint.sets.mol import MOL, MolFile, parse_mol, render_mol
 
 README = "README.md"

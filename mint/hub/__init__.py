@@ -1,1 +1,0 @@
-"""The Hugging Face Hub: settings, the client, and pulling adapters and sets."""
