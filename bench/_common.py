@@ -28,7 +28,7 @@ for _path in (
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from pgdb import PG_ADMIN_URL, pg_database  # noqa: E402,F401  (MINT_TEST_PG_URL selects the server)
+from support.pgdb import PG_ADMIN_URL, pg_database  # noqa: E402,F401  (MINT_TEST_PG_URL selects the server)
 
 # --- timing --------------------------------------------------------------------
 

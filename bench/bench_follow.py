@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from test_follow import Follower, Load, start_follower  # noqa: E402
 
 import _common as c  # noqa: E402
-from registry import create_token, running_registry  # noqa: E402
+from support.registry import create_token, running_registry  # noqa: E402
 
 TARGET_P95_S = 1.0
 ME = "bench"

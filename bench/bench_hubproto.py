@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from bench_store import BASE_NAME, WEIGHTS, write_adapter, write_base_config  # noqa: E402
 
 import _common as c  # noqa: E402
-from registry import create_token, running_registry  # noqa: E402
+from support.registry import create_token, running_registry  # noqa: E402
 
 TARGET = 1.2
 LINE = "bench/adapter"
@@ -42,7 +42,7 @@ def registry_over(store: str, tmp: Path):
     adapter at `production`, behind a registry. Yields (registry, token, weights path)."""
     from mint import api
 
-    from s3server import MotoServer
+    from support.s3server import MotoServer
 
     moto = MotoServer() if store == "s3" else None
     saved = dict(os.environ)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from bench_store import BASE_NAME, WEIGHTS, write_adapter, write_base_config  # noqa: E402
 
 import _common as c  # noqa: E402
-from hubserver import HubServer  # noqa: E402
+from support.hubserver import HubServer  # noqa: E402
 
 REPO_ID = "bench/llama-7b-lora"
 PATTERNS = ["adapter_config.json", WEIGHTS, "README.md"]  # what mint fetches of an adapter repo

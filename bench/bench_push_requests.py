@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
-from registry import create_token, start_registry  # noqa: E402
+from support.registry import create_token, start_registry  # noqa: E402
 
 
 def _shape(path: str) -> str:

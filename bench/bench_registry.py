@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_catalog  # noqa: E402
 
 import _common as c  # noqa: E402
-from registry import create_token, start_registry  # noqa: E402
+from support.registry import create_token, start_registry  # noqa: E402
 
 PUSH_TARGET, REPUSH_TARGET_S, READ_TARGET_MS, PROMOTE_TARGET_MS = 1.3, 0.5, 20.0, 30.0
 

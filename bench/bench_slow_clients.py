@@ -101,7 +101,7 @@ def timed_gets(url: str, reader: str, runs: int) -> dict[str, list[float]]:
 def run(stalled: int, runs: int, timeout: float, plain: bool) -> dict:
     from mint import api
 
-    from registry import start_registry
+    from support.registry import start_registry
 
     results: dict = {"stalled": stalled, "runs": runs, "timeout_s": timeout, "plain": plain}
     with contextlib.ExitStack() as stack:

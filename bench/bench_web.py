@@ -110,7 +110,7 @@ def measure(clients: dict, pages: dict, runs: int) -> dict:
 def run(commits: int, dbs: list[str], runs: int) -> dict:
     import httpx
 
-    from registry import start_registry
+    from support.registry import start_registry
 
     results: dict = {"commits": commits, "runs": runs, "target_ms": TARGET_MS, "builds": {}}
     with contextlib.ExitStack() as stack:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from mint import api
 
-from pgdb import pg_database
+from support.pgdb import pg_database
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

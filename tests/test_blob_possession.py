@@ -22,7 +22,7 @@ from mint import schema as s
 from mint.cli import run_in_process
 
 from conftest import Result
-from registry import create_token, error_of, start_registry
+from support.registry import create_token, error_of, start_registry
 
 
 class World:

@@ -2,7 +2,6 @@
 
 import pytest
 import sqlalchemy as sa
-from loop_support import add_traces, build_set
 
 from mint import api
 from mint import schema as s
@@ -11,6 +10,7 @@ from mint.gates.canary import wilson
 from mint.registry.routes_events import event_of
 
 from conftest import one_line_error, snapshot
+from support.loop import add_traces, build_set
 
 
 @pytest.fixture

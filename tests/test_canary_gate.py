@@ -10,14 +10,14 @@ a protected channel), or an admin's `--force --reason`, which history records. T
 from __future__ import annotations
 
 import pytest
-from loop_support import MOL, build_set
 from test_loop import loop  # noqa: F401  (the fixture: macaron, contract quality on staging)
 
 from mint import api
 from mint.cli import run_in_process
 
 from conftest import Result, one_line_error
-from registry import create_token, running_registry
+from support.loop import MOL, build_set
+from support.registry import create_token, running_registry
 
 REF = "macaron@production"
 PROD = """

@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from loop_support import add_traces
 from test_canary import two_sets  # noqa: F401  (the fixture: macaron@production and a 2nd set)
 from test_canary_split import wait_for
 from test_events import macaron  # noqa: F401  (the fixture: the demo MoL behind a registry)
@@ -24,7 +23,8 @@ from mint.runtime.service import FALLBACK_POLL
 from mint.runtime.split import SCALE, bucket
 
 from conftest import Result, one_line_error
-from registry import create_token, error_of, running_registry
+from support.loop import add_traces
+from support.registry import create_token, error_of, running_registry
 
 REF = "macaron@production"
 NUDGED = 0.75 * FALLBACK_POLL  # seconds: generous, yet before the follower's fallback poll

@@ -1,12 +1,12 @@
 """Candidates one step from a channel's holder, and `set derive`."""
 
 import pytest
-from loop_support import build_set
 
 from mint import api
 from mint.errors import InvalidConfig, WrongKind
 
 from conftest import one_line_error, snapshot
+from support.loop import build_set
 
 
 @pytest.fixture

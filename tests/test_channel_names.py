@@ -23,8 +23,8 @@ from mint import schema as s
 from mint.cli import run_in_process
 
 from conftest import Result, one_line_error, snapshot
-from pgdb import pg_database
-from registry import create_token, error_of, start_registry
+from support.pgdb import pg_database
+from support.registry import create_token, error_of, start_registry
 
 PRODUCTION = """
 name = "prod"

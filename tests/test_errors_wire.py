@@ -17,7 +17,8 @@ from mint.jsonable import to_jsonable
 from mint.objects import Check, CommitId, GateReport
 from mint.registry.failures import error_detail, error_response, status_of
 from mint.remote.http import rebuild
-from tests.registry import create_token, running_registry
+
+from support.registry import create_token, running_registry
 
 SHA = {c: c * 64 for c in "abcdef"}
 

@@ -15,7 +15,7 @@ import pytest
 from mint import api
 from mint.remote.events import EventStream, parse
 
-from registry import Registry, _wait_until_up, create_token, running_registry
+from support.registry import Registry, _wait_until_up, create_token, running_registry
 
 ME = "tester"
 

@@ -21,7 +21,7 @@ from test_events import macaron  # noqa: F401  (the fixture: a set line behind a
 
 from mint import api
 
-from registry import free_port
+from support import free_port
 
 pytestmark = pytest.mark.xdist_group("demo")
 

@@ -27,7 +27,7 @@ from mint.errors import InvalidConfig, InvalidHubUri, RefConflict
 from mint.hf.settings import HubUri, mint_tag_name, parse_uri
 
 from conftest import one_line_error, snapshot
-from hubserver import HubServer, StubHub, closed_port_endpoint, gated_hub
+from support.hubserver import HubServer, StubHub, closed_port_endpoint, gated_hub
 
 
 @pytest.fixture(scope="session")

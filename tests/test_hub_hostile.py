@@ -22,8 +22,8 @@ from huggingface_hub.errors import (
 
 from mint import api
 
-from pgdb import pg_database
-from registry import Registry, create_token, start_registry
+from support.pgdb import pg_database
+from support.registry import Registry, create_token, start_registry
 
 pytestmark = pytest.mark.xdist_group("registry")
 

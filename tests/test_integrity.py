@@ -70,7 +70,7 @@ def test_committing_the_good_bytes_again_repairs_a_corrupt_blob(based, repo, mod
 
 
 def test_database_password_is_not_stored_in_config(tmp_path):
-    from pgdb import pg_database
+    from support.pgdb import pg_database
 
     with pg_database() as url:
         secret_url = url.replace("postgres@", "postgres:s3cret-pw@")
@@ -217,7 +217,7 @@ def test_gc_refuses_a_negative_grace(based, repo):
 
 
 def test_init_on_a_missing_postgres_database_says_so(tmp_path):
-    from pgdb import PG_ADMIN_URL
+    from support.pgdb import PG_ADMIN_URL
 
     url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/mint_no_such_database_here"
     from mint.cli import run_in_process

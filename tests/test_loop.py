@@ -10,13 +10,13 @@ import json
 import sys
 
 import pytest
-from loop_support import add_traces, build_set
 
 from mint import api
 from mint.gates.contracts import parse_contract
 from mint.ids import object_id
 
 from conftest import one_line_error, snapshot
+from support.loop import add_traces, build_set
 
 EVALUATOR = """
 import json, sys, tomllib

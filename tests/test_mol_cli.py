@@ -17,7 +17,7 @@ from mint.examples.demo import MOL
 from mint.runtime.service import open_runtime
 
 from conftest import one_line_error
-from hubserver import free_port
+from support import free_port
 from test_runtime_support import ask_until, demo, random_router
 
 

@@ -11,12 +11,13 @@ import tomllib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loop_support import MOL, build_set
 
 from mint.commits.adapter import safe_relpath
 from mint.errors import InvalidConfig, InvalidName, UnsafePath
 from mint.refs import check_name
 from mint.sets.mol import parse_mol, parse_mol_text, render_mol, toml_string
+
+from support.loop import MOL, build_set
 
 prop = settings(
     max_examples=200,

@@ -27,7 +27,7 @@ from mint import api, transfer
 from mint.cli import run_in_process
 from mint.ids import object_id, utcnow
 
-from registry import create_token, start_registry
+from support.registry import create_token, start_registry
 
 EXAMPLES = int(os.environ.get("MINT_FUZZ_EXAMPLES", "40"))
 fuzz = settings(

@@ -21,7 +21,7 @@ from mint.cli import run_in_process
 from mint.ids import utcnow
 
 from conftest import Result, one_line_error
-from registry import create_token, error_of, start_registry
+from support.registry import create_token, error_of, start_registry
 
 CONTRACT = """
 name = "prod"

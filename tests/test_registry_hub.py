@@ -32,8 +32,8 @@ from huggingface_hub.errors import (
 from mint import api
 from mint.cli import run_in_process
 
-from pgdb import pg_database
-from registry import Registry, create_token, start_registry
+from support.pgdb import pg_database
+from support.registry import Registry, create_token, start_registry
 
 pytestmark = pytest.mark.xdist_group("registry")
 

@@ -25,8 +25,8 @@ from mint import schema as s
 from mint.cli import run_in_process
 from mint.errors import RevisionNotFound
 
-from pgdb import pg_database
-from registry import Registry, create_token, error_of, start_registry
+from support.pgdb import pg_database
+from support.registry import Registry, create_token, error_of, start_registry
 
 pytestmark = pytest.mark.xdist_group("registry")
 

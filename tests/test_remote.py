@@ -28,7 +28,8 @@ from mint.remote.repo import RemoteRepo
 from mint.remote.transfer_client import clone, push
 
 from conftest import Result, one_line_error
-from registry import create_token, free_port, start_registry
+from support import free_port
+from support.registry import create_token, start_registry
 
 CONTRACT = """
 name = "prod"

@@ -26,7 +26,7 @@ from mint.runtime.batching import BatchPolicy
 from mint.runtime.decoding import GenRow
 
 import test_runtime_support as support
-from hubserver import free_port
+from support import free_port
 
 pytestmark = pytest.mark.xdist_group("demo")
 

@@ -29,7 +29,6 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
-from loop_support import build_set
 
 from mint import api
 from mint import schema as s
@@ -37,7 +36,9 @@ from mint.ids import utcnow
 from mint.remote.repo import RemoteRepo
 from mint.runtime.service import recorder_for
 
-from registry import create_token, error_of, free_port, running_registry
+from support import free_port
+from support.loop import build_set
+from support.registry import create_token, error_of, running_registry
 
 START_TIMEOUT = 240.0  # seconds: loading the base and a set on a busy two-core machine
 SECRET = "s3cret-" + uuid.uuid4().hex

@@ -23,9 +23,9 @@ from mint.remote.events import EventStream
 from mint.remote.http import Client
 from mint.remote.repo import RemoteRepo
 
-from pgdb import pg_database
-from registry import Registry, create_token, start_registry
-from s3server import shared_server
+from support.pgdb import pg_database
+from support.registry import Registry, create_token, start_registry
+from support.s3server import shared_server
 
 pytestmark = pytest.mark.xdist_group("registry")
 

@@ -14,7 +14,7 @@ from mint import api
 from mint.cli import run_in_process
 
 from conftest import Result, one_line_error
-from s3server import shared_server
+from support.s3server import shared_server
 
 
 def sha(path) -> str:

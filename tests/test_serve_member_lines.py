@@ -13,13 +13,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from loop_support import MOL, build_set
 from test_runtime_trust import raw_chat, start_serve
 
 from mint import api
 from mint.remote.repo import RemoteRepo
 
-from registry import create_token, running_registry
+from support.loop import MOL, build_set
+from support.registry import create_token, running_registry
 
 MEMBERS = ("router", "chat", "coding", "summary")  # macaron's member lines (loop_support)
 SWAP_TIMEOUT = 120.0  # seconds the server gets to follow the channel to a new set

@@ -24,8 +24,8 @@ from mint.commits import rows
 from mint.ids import object_id, utcnow
 
 from conftest import Result
-from pgdb import pg_database
-from registry import create_token, error_of, start_registry
+from support.pgdb import pg_database
+from support.registry import create_token, error_of, start_registry
 
 pytestmark = pytest.mark.xdist_group("registry")
 

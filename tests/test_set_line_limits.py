@@ -24,8 +24,8 @@ from mint.cli import run_in_process
 from mint.remote import operations as remote
 from mint.remote.repo import RemoteRepo
 
-from pgdb import pg_database
-from registry import Registry, create_token, error_of, start_registry
+from support.pgdb import pg_database
+from support.registry import Registry, create_token, error_of, start_registry
 
 pytestmark = pytest.mark.xdist_group("registry")
 

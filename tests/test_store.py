@@ -322,7 +322,7 @@ class TestMemoryObjectStore(ObjectStoreTests):
 
 @pytest.fixture(scope="session")
 def moto_server():
-    from s3server import shared_server
+    from support.s3server import shared_server
 
     return shared_server()
 
@@ -418,7 +418,7 @@ class TestS3ObjectStore(ObjectStoreTests):
 
 
 def store_server():
-    from s3server import shared_server
+    from support.s3server import shared_server
 
     return shared_server()
 

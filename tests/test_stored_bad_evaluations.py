@@ -18,7 +18,7 @@ from mint import schema as s
 from mint.ids import utcnow
 
 from conftest import snapshot
-from registry import create_token, running_registry
+from support.registry import create_token, running_registry
 
 STAGING = """
 name = "staging"

@@ -19,7 +19,7 @@ from mint.errors import DatasetNotFound, InvalidFeedback, InvalidTime, TraceNotF
 from mint.runtime.evaluate import read_records
 
 from conftest import one_line_error, snapshot
-from pgdb import pg_database
+from support.pgdb import pg_database
 from test_runtime_support import demo as demo_files
 
 pytestmark = pytest.mark.xdist_group("demo")

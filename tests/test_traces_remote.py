@@ -26,7 +26,7 @@ from mint.remote.repo import RemoteRepo
 from mint.runtime.service import recorder_for
 
 from conftest import Result, one_line_error
-from registry import create_token, error_of, running_registry
+from support.registry import create_token, error_of, running_registry
 
 
 @pytest.fixture

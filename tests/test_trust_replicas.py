@@ -27,7 +27,6 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
-from loop_support import build_set
 
 from mint import api, transfer
 from mint import schema as s
@@ -36,8 +35,9 @@ from mint.ids import utcnow
 from mint.remote.repo import RemoteRepo
 
 from conftest import Result, one_line_error, snapshot
-from pgdb import pg_database
-from registry import Registry, create_token, error_of, start_registry
+from support.loop import build_set
+from support.pgdb import pg_database
+from support.registry import Registry, create_token, error_of, start_registry
 
 pytestmark = pytest.mark.xdist_group("registry")
 

@@ -23,8 +23,8 @@ import pytest
 from mint import api
 from mint.cli import run_in_process
 
-from pgdb import pg_database
-from registry import Registry, create_token, start_registry
+from support.pgdb import pg_database
+from support.registry import Registry, create_token, start_registry
 
 pytestmark = pytest.mark.xdist_group("web")
 

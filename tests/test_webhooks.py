@@ -23,8 +23,8 @@ from mint.ids import utcnow
 from mint.registry import webhooks
 
 from conftest import Result, one_line_error, snapshot
-from pgdb import pg_database
-from registry import running_registry
+from support.pgdb import pg_database
+from support.registry import running_registry
 
 ME = "tester"
 SECRET_ENV = "MINT_TEST_HOOK_SECRET"
@@ -311,7 +311,7 @@ def test_the_cursor_waits_at_a_fresh_gap():
 def test_a_receiver_that_is_down_is_retried_later_and_a_lease_is_held(repo, models, monkeypatch):
     import httpx
 
-    from registry import free_port
+    from support import free_port
 
     c1, _ = two_commits(repo, models)
     hook = api.webhook_add(repo, f"http://127.0.0.1:{free_port()}/down", SECRET_ENV, by=ME)

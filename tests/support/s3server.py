@@ -11,7 +11,6 @@ import atexit
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,11 +18,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from support import free_port
 
 
 def _moto_server() -> str:
@@ -38,7 +33,7 @@ class MotoServer:
     """A running `moto_server -H 127.0.0.1 -p PORT`."""
 
     def __init__(self, log_dir: Path | None = None):
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         log = open(os.devnull, "wb") if log_dir is None else open(log_dir / "moto.log", "wb")
         self.proc = subprocess.Popen(

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,13 +21,9 @@ from pathlib import Path
 
 import httpx
 
+from support import free_port
+
 START_TIMEOUT = 90.0  # the machine is shared: a cold start can take a while
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

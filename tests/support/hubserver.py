@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,13 +30,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from support import free_port
+
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def closed_port_endpoint() -> str:

@@ -1,0 +1,35 @@
+"""Helpers shared by the test modules; the pytest fixtures themselves live in conftest.py.
+
+Test modules import helpers from this package and fixtures through conftest.py, never from
+one another (tests/test_layout.py checks it):
+
+- `support.texts`: the contract and mol.toml texts that several modules commit.
+- `support.pgdb`: a throwaway PostgreSQL database (the benchmarks use it too).
+- `support.registry`: real `mint registry serve` processes, tokens, error answers.
+- `support.hubserver`: a Hugging Face Hub for tests (olah) and a stub Hub.
+- `support.s3server`: one moto S3 server per test process.
+- `support.loop`: the set line `macaron` on the tiny models, and traces with feedback.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on (now: take it at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    """Poll CONDITION every 20 ms until it is true; fail with WHAT after TIMEOUT seconds.
+
+    TIMEOUT is a liveness limit on a busy machine, never a measure of speed."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
