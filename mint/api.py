@@ -25,10 +25,12 @@ Webhooks       webhook_add, webhook_ls, webhook_rm, webhook_deliveries
 The operations are imported on first use, so that `mint --help` and `mint --version` start
 without loading the database layer.
 
-Against a registry: an operation given a `mint.remote.repo.RemoteRepo` (what `--repo URL`
-opens) runs `mint.remote.operations`' function of the same name and signature. Those marked
-local in `_OPERATIONS` need the repository's own database and store, and say so in one
-error (`LocalOnly`) when given a registry or a URL.
+Against a registry: the client-side operations (commit, set commit and derive, candidates,
+checkout, export, set spec, evaluate) are written once in `mint.porcelain` over a repository
+backend, local or remote (`mint.backend`); an operation the repository owns, given a
+`mint.remote.repo.RemoteRepo` (what `--repo URL` opens), is sent to the registry by the
+remote backend. Those marked local in `_OPERATIONS` need the repository's own database and
+store, and say so in one error (`LocalOnly`) when given a registry or a URL.
 """
 
 from __future__ import annotations
@@ -37,13 +39,15 @@ import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_REMOTE = "mint.remote.operations"
-# Where an operation runs: anywhere (a registry too), only where the repository is, or it
-# takes no repository first (clone takes a URL, login a URL and a token).
-_ANY, _LOCAL, _PLAIN = True, False, None
+# How an operation runs. _ONCE: written once over the repository backend (mint.porcelain),
+# the same function for a local repository and a registry. _ANY: an operation the repository
+# owns: here for a local repository, a request to the registry for a remote one (through
+# `mint.backend.backend_of(repo)`). _LOCAL: only where the repository is. _PLAIN: it takes no
+# repository first (clone takes a URL, login a URL and a token).
+_ONCE, _ANY, _LOCAL, _PLAIN = "once", "any", "local", "plain"
 
 # name -> (module, attribute, where it runs)
-_OPERATIONS: dict[str, tuple[str, str, bool]] = {
+_OPERATIONS: dict[str, tuple[str, str, str]] = {
     "init": ("mint.repo", "init", _LOCAL),
     "open_repo": ("mint.repo", "open_repo", _LOCAL),
     "db_upgrade": ("mint.repo", "db_upgrade", _LOCAL),
@@ -51,25 +55,25 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "gc": ("mint.maintenance", "gc", _LOCAL),
     "base_add": ("mint.bases", "base_add", _ANY),
     "base_ls": ("mint.bases", "base_ls", _ANY),
-    "commit": ("mint.commits.operations", "commit", _ANY),
+    "commit": ("mint.porcelain.commit", "commit", _ONCE),
     "resolve": ("mint.commits.operations", "resolve_rev", _ANY),
     "log": ("mint.commits.operations", "log", _ANY),
     "show": ("mint.commits.operations", "show", _ANY),
     "ls": ("mint.commits.operations", "ls", _ANY),
     "diff": ("mint.commits.operations", "diff", _ANY),
-    "checkout": ("mint.commits.operations", "checkout", _ANY),
+    "checkout": ("mint.porcelain.files", "checkout", _ONCE),
     "adapter_config": ("mint.commits.operations", "adapter_config", _LOCAL),
     "tag": ("mint.refs.tags", "tag", _ANY),
     "tag_list": ("mint.refs.tags", "tag_list", _ANY),
     "tag_delete": ("mint.refs.tags", "tag_delete", _ANY),
-    "set_commit": ("mint.sets.operations", "set_commit", _ANY),
-    "set_spec": ("mint.sets.operations", "set_spec", _ANY),
-    "set_derive": ("mint.sets.candidates", "set_derive", _LOCAL),
-    "candidates": ("mint.sets.candidates", "candidates", _LOCAL),
+    "set_commit": ("mint.porcelain.commit", "set_commit", _ONCE),
+    "set_spec": ("mint.porcelain.files", "set_spec", _ONCE),
+    "set_derive": ("mint.porcelain.commit", "set_derive", _ONCE),
+    "candidates": ("mint.porcelain.commit", "candidates", _ONCE),
     "contract_add": ("mint.gates.contracts", "contract_add", _ANY),
     "contract_show": ("mint.gates.contracts", "contract_show", _ANY),
     "contract_ls": ("mint.gates.contracts", "contract_ls", _ANY),
-    "evaluate": ("mint.gates.evaluator", "run_evaluator", _ANY),
+    "evaluate": ("mint.porcelain.evaluate", "evaluate", _ONCE),
     "record_evaluation": ("mint.gates.evaluations", "record", _ANY),
     "evaluation_checks": ("mint.gates.promotion", "evaluation_checks", _ANY),
     "gate": ("mint.gates.promotion", "gate", _ANY),
@@ -89,7 +93,7 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "record_feedback": ("mint.traces.records", "record_feedback", _ANY),
     "write_traces": ("mint.traces.records", "write_traces", _ANY),
     "dataset_show": ("mint.traces.export", "dataset_show", _ANY),
-    "export": ("mint.export", "export", _ANY),
+    "export": ("mint.porcelain.files", "export", _ONCE),
     "pull": ("mint.hf.pull", "pull", _LOCAL),
     "HubSettings": ("mint.hf.settings", "HubSettings", _PLAIN),
     "evaluations_of": ("mint.gates.evaluations", "evaluations_of", _ANY),
@@ -100,16 +104,16 @@ _OPERATIONS: dict[str, tuple[str, str, bool]] = {
     "fetch": ("mint.remote.transfer_client", "fetch", _LOCAL),
     "clone": ("mint.remote.transfer_client", "clone", _PLAIN),
     "login": ("mint.remote.config", "login", _PLAIN),
-    "token_create": ("mint.registry.tokens", "token_create", _LOCAL),
-    "token_ls": ("mint.registry.tokens", "token_ls", _LOCAL),
-    "token_revoke": ("mint.registry.tokens", "token_revoke", _LOCAL),
-    "protect": ("mint.registry.protection", "protect", _LOCAL),
-    "unprotect": ("mint.registry.protection", "unprotect", _LOCAL),
-    "protected_ls": ("mint.registry.protection", "protected_ls", _LOCAL),
-    "webhook_add": ("mint.registry.webhooks", "webhook_add", _LOCAL),
-    "webhook_ls": ("mint.registry.webhooks", "webhook_ls", _LOCAL),
-    "webhook_rm": ("mint.registry.webhooks", "webhook_rm", _LOCAL),
-    "webhook_deliveries": ("mint.registry.webhooks", "webhook_deliveries", _LOCAL),
+    "token_create": ("mint.team.tokens", "token_create", _LOCAL),
+    "token_ls": ("mint.team.tokens", "token_ls", _LOCAL),
+    "token_revoke": ("mint.team.tokens", "token_revoke", _LOCAL),
+    "protect": ("mint.team.protection", "protect", _LOCAL),
+    "unprotect": ("mint.team.protection", "unprotect", _LOCAL),
+    "protected_ls": ("mint.team.protection", "protected_ls", _LOCAL),
+    "webhook_add": ("mint.team.webhooks", "webhook_add", _LOCAL),
+    "webhook_ls": ("mint.team.webhooks", "webhook_ls", _LOCAL),
+    "webhook_rm": ("mint.team.webhooks", "webhook_rm", _LOCAL),
+    "webhook_deliveries": ("mint.team.webhooks", "webhook_deliveries", _LOCAL),
 }
 
 __all__ = [
@@ -188,14 +192,14 @@ def __getattr__(name: str) -> Any:
     except KeyError:
         raise AttributeError(f"module 'mint.api' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), attr)
-    if anywhere is not _PLAIN:
-        value = _dispatching(name, value, anywhere)
+    if anywhere in (_ANY, _LOCAL):
+        value = _dispatching(name, value, anywhere == _ANY)
     globals()[name] = value  # the next access is a plain attribute lookup
     return value
 
 
 def _dispatching(name: str, local: Any, anywhere: bool) -> Any:
-    """LOCAL, or for a registry the operation NAME of mint.remote.operations."""
+    """LOCAL, or for a registry its backend's operation NAME (one request to the registry)."""
 
     @functools.wraps(local)
     def operation(*args: Any, **kwargs: Any) -> Any:
@@ -208,7 +212,8 @@ def _dispatching(name: str, local: Any, anywhere: bool) -> Any:
             from mint.errors import LocalOnly
 
             raise LocalOnly(name.replace("_", " "))
-        return getattr(importlib.import_module(_REMOTE), name)(*args, **kwargs)
+        rest = {k: v for k, v in kwargs.items() if k != "repo"}
+        return getattr(target.backend, name)(*args[1:], **rest)
 
     return operation
 
@@ -219,22 +224,12 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.bases import base_add, base_ls
-    from mint.commits.operations import (
-        adapter_config,
-        checkout,
-        commit,
-        diff,
-        log,
-        ls,
-        show,
-    )
+    from mint.commits.operations import adapter_config, diff, log, ls, show
     from mint.commits.operations import resolve_rev as resolve
-    from mint.export import export
     from mint.gates.canary import canary_of, canary_start, canary_status, canary_stop
     from mint.gates.contracts import contract_add, contract_ls, contract_show
     from mint.gates.evaluations import evaluations_of
     from mint.gates.evaluations import record as record_evaluation
-    from mint.gates.evaluator import run_evaluator as evaluate
     from mint.gates.history import history, status
     from mint.gates.loop import improve
     from mint.gates.promotion import (
@@ -248,14 +243,15 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.hf.pull import pull
     from mint.hf.settings import HubSettings
     from mint.maintenance import fsck, gc
+    from mint.porcelain.commit import candidates, commit, set_commit, set_derive
+    from mint.porcelain.evaluate import evaluate
+    from mint.porcelain.files import checkout, export, set_spec
     from mint.refs.tags import tag, tag_delete, tag_list
-    from mint.registry.protection import protect, protected_ls, unprotect
-    from mint.registry.tokens import token_create, token_ls, token_revoke
-    from mint.registry.webhooks import webhook_add, webhook_deliveries, webhook_ls, webhook_rm
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
     from mint.remote.transfer_client import clone, fetch, push
     from mint.repo import db_upgrade, init, open_repo
-    from mint.sets.candidates import candidates, set_derive
-    from mint.sets.operations import set_commit, set_spec
+    from mint.team.protection import protect, protected_ls, unprotect
+    from mint.team.tokens import token_create, token_ls, token_revoke
+    from mint.team.webhooks import webhook_add, webhook_deliveries, webhook_ls, webhook_rm
     from mint.traces.export import dataset_show, traces_export
     from mint.traces.records import record_feedback, traces_ls, write_traces

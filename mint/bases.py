@@ -68,20 +68,20 @@ def base_add(repo: Repo, name: str, path: str | os.PathLike) -> Base:
             found = _get(conn, name)
         if found.fingerprint != fp:
             raise BaseExists(name, found.fingerprint)
-        return _base(found)
+        return base_info(found)
 
 
 def base_ls(repo: Repo) -> list[Base]:
     """Every registered base, by name."""
     with repo.db.read() as conn:
-        return [_base(r) for r in conn.execute(sa.select(s.bases).order_by(s.bases.c.name))]
+        return [base_info(r) for r in conn.execute(sa.select(s.bases).order_by(s.bases.c.name))]
 
 
 def _get(conn, name: str):
     return conn.execute(sa.select(s.bases).where(s.bases.c.name == name)).first()
 
 
-def _base(row) -> Base:
+def base_info(row) -> Base:
     return Base(row.name, row.fingerprint, row.config, row.source, iso(row.created_at))
 
 
@@ -97,12 +97,24 @@ def find_base(conn, adapter_base: str | None, explicit: str | None):
     """The registered base an adapter is bound to: EXPLICIT, else its base_model_name_or_path."""
     if explicit:
         return get_base(conn, explicit)
+    return choose_base(list(conn.execute(sa.select(s.bases))), adapter_base, None)
+
+
+def choose_base(bases: list, adapter_base: str | None, explicit: str | None):
+    """Among BASES (rows or `Base`s), the one an adapter is bound to: EXPLICIT by name, else
+    the one named or sourced as its base_model_name_or_path. One rule, wherever the bases are
+    listed (a local database, a registry)."""
+    if explicit:
+        for b in bases:
+            if b.name == explicit:
+                return b
+        raise UnknownBase(explicit)
     if not adapter_base:
         raise UnknownBase(None)
     candidates = {adapter_base, Path(adapter_base.rstrip("/")).name}
-    for row in conn.execute(sa.select(s.bases)):
-        if row.name in candidates or row.source == adapter_base:
-            return row
+    for b in bases:
+        if b.name in candidates or b.source == adapter_base:
+            return b
     raise UnknownBase(
         adapter_base, f"the adapter's base {adapter_base!r} is not a registered base"
     )

@@ -11,31 +11,15 @@ from __future__ import annotations
 
 from mint import received as r
 from mint.commits.adapter import safe_relpath
-from mint.commits.rows import NewCommit
+from mint.commits.rows import NewCommit, build_commit
 from mint.errors import InvalidConfig, InvalidName, InvalidObject, UnsafePath
 from mint.ids import Kind, Role
 from mint.objects import FileEntry, Member, TensorEntry
 from mint.refs.revisions import MAX_NAME, check_name, check_text
 from mint.sets.bound import check_bound
+from mint.wire import COMMIT_KEYS, MEMBER_FIELDS, TENSOR_FIELDS
 
-KEYS = {
-    "id",
-    "kind",
-    "line",
-    "parents",
-    "files",
-    "base",
-    "base_fingerprint",
-    "message",
-    "author",
-    "created_at",
-    "meta",
-    "provenance",
-    "peft",
-    "config",
-    "tensors",
-    "members",
-}
+KEYS = COMMIT_KEYS  # single-sourced with the writer, mint.wire.commit_wire
 MAX_TEXT = 32 * 1024 * 1024  # a message: what one request may carry
 MAX_PATH = 1000  # the widths of the columns that keep them
 MAX_IDENTITY = 200
@@ -55,9 +39,9 @@ def new_commit(wire: object) -> NewCommit:
     files = _files(wire["files"])
     created = r.text(wire["created_at"], "created_at", max_len=64)
     r.timestamp(created, "created_at", not_after=None)
-    c = NewCommit(
-        kind=Kind(kind),
-        line=check_name("line", r.text(wire["line"], "line", max_len=MAX_NAME, empty=False)),
+    c = build_commit(
+        Kind(kind),
+        check_name("line", r.text(wire["line"], "line", max_len=MAX_NAME, empty=False)),
         parents=[r.hex64(p, "a parent") for p in r.listing(wire["parents"], "parents")],
         files=files,
         base=r.optional_text(wire["base"], "base", max_len=MAX_IDENTITY),
@@ -104,10 +88,8 @@ def _files(value: object) -> dict[str, FileEntry]:
 
 
 def _tensor(value: object, files: dict[str, FileEntry]) -> TensorEntry:
-    if not (isinstance(value, list) and len(value) == 7):
-        raise InvalidObject(
-            f"tensor entry is {r.shown(value)}: [name, dtype, shape, sha256, nbytes, file, offset]"
-        )
+    if not (isinstance(value, list) and len(value) == len(TENSOR_FIELDS)):
+        raise InvalidObject(f"tensor entry is {r.shown(value)}: [{', '.join(TENSOR_FIELDS)}]")
     name, dtype, shape, digest, nbytes, file, offset = value
     shape = r.listing(shape, "a tensor shape")
     if len(shape) > MAX_DIMS:
@@ -127,8 +109,8 @@ def _tensor(value: object, files: dict[str, FileEntry]) -> TensorEntry:
 
 
 def _member(value: object) -> Member:
-    if not (isinstance(value, list) and len(value) == 4):
-        raise InvalidObject(f"member entry is {r.shown(value)}: [role, label, commit, requested]")
+    if not (isinstance(value, list) and len(value) == len(MEMBER_FIELDS)):
+        raise InvalidObject(f"member entry is {r.shown(value)}: [{', '.join(MEMBER_FIELDS)}]")
     role, label, commit, requested = value
     if not isinstance(role, str) or role not in {str(x) for x in Role}:
         raise InvalidObject(f"member role is {r.shown(role)}: one of {', '.join(Role)}")

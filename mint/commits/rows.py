@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 
 from mint import schema as s
 from mint.errors import RevisionNotFound
-from mint.ids import CommitId, Kind, RefKind, Role, iso, object_id
+from mint.ids import CommitId, Kind, RefKind, Role, iso, object_id, utcnow
 from mint.objects import CommitDetail, CommitInfo, FileEntry, Member, TensorEntry
 
 
@@ -59,6 +59,46 @@ class NewCommit:
         )
 
 
+def build_commit(
+    kind: Kind,
+    line: str,
+    *,
+    parents: list[str],
+    files: dict[str, FileEntry],
+    base: str | None,
+    base_fingerprint: str | None,
+    message: str,
+    author: str,
+    created_at: str | None = None,
+    meta: dict | None = None,
+    provenance: dict | None = None,
+    peft: dict | None = None,
+    config: dict | None = None,
+    tensors: list[TensorEntry] = (),
+    members: list[Member] = (),
+) -> NewCommit:
+    """The one builder of a `NewCommit`, whichever door it comes through (a commit, a set
+    commit or derive, a commit that arrived by push, fetch or clone): CREATED_AT defaults to
+    now, and every mutable field is copied, so a caller's later change cannot alter an id."""
+    return NewCommit(
+        kind=Kind(kind),
+        line=line,
+        parents=list(parents),
+        files=dict(files),
+        base=base,
+        base_fingerprint=base_fingerprint,
+        message=message,
+        author=author,
+        created_at=utcnow().isoformat() if created_at is None else created_at,
+        meta=dict(meta or {}),
+        provenance=dict(provenance or {}),
+        peft=peft,
+        config=config,
+        tensors=list(tensors),
+        members=list(members),
+    )
+
+
 def tree_of(
     files: dict[str, FileEntry], base_fingerprint: str | None, members: list[Member] = ()
 ) -> str:
@@ -70,6 +110,14 @@ def tree_of(
             "members": sorted([m.role, m.label, m.commit_id] for m in members),
         }
     )
+
+
+def newest_with_tree(conn: Connection, line: str, kind: Kind, tree: str) -> CommitId | None:
+    """The newest KIND commit of LINE whose content (files, base and members) is TREE."""
+    c = s.commits.c
+    q = sa.select(c.id).where(c.line == line, c.kind == kind, c.tree == tree)
+    row = conn.execute(q.order_by(c.created_at.desc(), c.id).limit(1)).first()
+    return CommitId(row.id) if row else None
 
 
 def insert_commit(conn: Connection, c: NewCommit, created_at) -> CommitId:

@@ -1,4 +1,5 @@
-"""The evaluator runner: a contract's command run on a checkout, its JSON output recorded."""
+"""A contract's evaluator: its command run with a deadline, its JSON output parsed (the run
+on a checkout, local or from a registry, is `mint.porcelain.evaluate`)."""
 
 from __future__ import annotations
 
@@ -6,51 +7,8 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
-from pathlib import Path
 
-from mint import __version__
-from mint.commits.files import write_files
-from mint.commits.operations import checkout_items
 from mint.errors import EvaluationFailed
-from mint.gates.contracts import get_row
-from mint.gates.evaluations import record
-from mint.ids import EvalSource
-from mint.objects import Evaluation
-from mint.refs import resolve
-from mint.repo import Repo
-
-
-def run_evaluator(repo: Repo, rev: str, contract: str, *, by: str) -> Evaluation:
-    """Check REV out to a temporary folder, run the contract's evaluator there, record it."""
-    with repo.db.read() as conn:
-        row = get_row(conn, contract)
-        cid = resolve(conn, rev).id
-        items = checkout_items(conn, cid)
-    ev = row.body["evaluator"]
-    if not ev:
-        raise EvaluationFailed(
-            f"contract {row.name} has no [evaluator]; record results with --metric KEY=VALUE"
-        )
-    with tempfile.TemporaryDirectory(prefix="mint-eval-") as tmp:
-        checkout = Path(tmp) / "checkout"
-        write_files(repo.store, items, checkout)
-        argv = [
-            a.replace("{checkout}", str(checkout)).replace("{commit}", cid) for a in ev["command"]
-        ]
-        metrics = parse_metrics(run_command(argv, ev["timeout"]), row.body)
-    data_hash = hash_data(ev.get("data"))
-    info = {"command": ev["command"], "version": ev.get("version"), "mint": __version__}
-    return record(
-        repo,
-        cid,
-        contract,
-        metrics,
-        source=EvalSource.EVALUATOR,
-        evaluator=info,
-        data_hash=data_hash,
-        by=by,
-    )
 
 
 def run_command(argv: list[str], timeout: float) -> str:

@@ -34,13 +34,13 @@ from mint.gates import canary as cn
 from mint.gates.checks import gate_report, has_held
 from mint.gates.contracts import get_row
 from mint.gates.evaluations import evaluation, finite_metric, latest_evaluation
-from mint.gates.evaluator import run_evaluator
 from mint.gates.promotion import promote, rollback
 from mint.ids import CanaryOutcome
 from mint.objects import Evaluation, LoopStep, Round
+from mint.porcelain.commit import candidates, set_derive
+from mint.porcelain.evaluate import evaluate as run_evaluator
 from mint.refs import RefsContainer
 from mint.repo import Repo
-from mint.sets.candidates import candidates, set_derive
 
 PRODUCTION = "production"
 DEFAULT_MIN_TRACES = 20

@@ -29,7 +29,6 @@ from mint import schema as s
 from mint.bases import find_base, get_base
 from mint.commits import rows
 from mint.commits.adapter import CONFIG, check_against_base, scan_adapter
-from mint.commits.operations import commit as commit_adapter
 from mint.errors import (
     BaseMismatch,
     InvalidHubUri,
@@ -43,11 +42,12 @@ from mint.hf.client import HubClient
 from mint.hf.plan import Plan, pinned_mol, plan_commit, stage
 from mint.hf.settings import SCHEME, HubSettings, mint_tag_name, parse_uri
 from mint.ids import CommitId, Kind
+from mint.porcelain.commit import commit as commit_adapter
+from mint.porcelain.commit import set_commit
 from mint.refs import RefsContainer, check_name, find_line
 from mint.refs.tags import tag as tag_commit
 from mint.repo import Repo
 from mint.sets.mol import MOL, parse_mol
-from mint.sets.operations import set_commit
 
 DEFAULT_REVISION = "main"
 _PLACEHOLDER = "0" * 64  # a commit id, to check the pinned mol.toml before the members exist

@@ -19,11 +19,11 @@ from starlette.responses import JSONResponse
 
 from mint import schema as s
 from mint.commits import rows
-from mint.commits.operations import checkout_items
 from mint.errors import InvalidName, MintError
 from mint.ids import RefKind
 from mint.refs import check_name, find_line, resolve
 from mint.repo import Repo
+from mint.sets.layout import checkout_items
 
 SHOWN = 40  # hex digits of a commit id shown to the client: it takes 40 as an immutable commit
 _PLAIN_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

@@ -130,6 +130,15 @@ class Resolved(BaseModel):
     id: str
 
 
+class Found(BaseModel):
+    id: str | None
+
+
+class LineHead(BaseModel):
+    head: str | None
+    tree: str | None
+
+
 class WhoAmI(BaseModel):
     name: str
     role: str

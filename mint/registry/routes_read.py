@@ -8,8 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from mint import api, objects
+from mint.backend.local import LocalBackend
+from mint.ids import Kind
 from mint.registry.auth import Reader, RepoDep, check_line, check_rev, visible
-from mint.registry.models import Name, Resolved, Rev, WhoAmI
+from mint.registry.models import Found, Id64, LineHead, Name, Resolved, Rev, WhoAmI
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, list_of, model_of
 from mint.registry.web.channel_api import LAST_ENTRY
@@ -56,6 +58,25 @@ def log(
     if rev is not None:
         check_rev(repo, who, rev)
     return answer(visible(who, api.log(repo, rev, n), lambda c: c.line))
+
+
+KindQuery = Annotated[Kind, Query(description="the kind of commits the line must hold")]
+
+
+@router.get("/lines/{line:path}/head", response_model=LineHead)
+def line_head(repo: RepoDep, who: Reader, line: Name, kind: KindQuery) -> MintJSON:
+    """LINE's head and its tree (both null for a line that does not exist yet): what a
+    commit made on the client needs to name its parent and to see that nothing changed."""
+    check_line(who, line)
+    head, tree = LocalBackend(repo).line_head(line, kind)
+    return answer({"head": head, "tree": tree})
+
+
+@router.get("/lines/{line:path}/trees/{tree}", response_model=Found)
+def line_tree(repo: RepoDep, who: Reader, line: Name, tree: Id64, kind: KindQuery) -> MintJSON:
+    """The newest KIND commit of LINE whose content is TREE, or null."""
+    check_line(who, line)
+    return answer({"id": LocalBackend(repo).existing(line, kind, tree)})
 
 
 @router.get("/commits/{rev:path}", response_model=model_of(objects.CommitDetail))

@@ -12,11 +12,10 @@ import dataclasses
 import os
 from pathlib import Path
 
+from mint.bases import choose_base
 from mint.errors import ForceNeedsReason
-from mint.objects import Approval, ContractAdded, Evaluation, Move, RefInfo
+from mint.objects import Approval, Base, ContractAdded, Evaluation, Move, RefInfo
 from mint.remote.canary_ops import canary_of, canary_start, canary_status, canary_stop
-from mint.remote.commit_ops import base_add, commit, set_commit
-from mint.remote.files_ops import checkout, evaluate, export, set_spec
 from mint.remote.http import segment
 from mint.remote.reads import (
     base_ls,
@@ -42,7 +41,7 @@ from mint.remote.traces_ops import (
     traces_ls,
     write_traces,
 )
-from mint.remote.wire import decode
+from mint.wire import decode
 
 __all__ = [
     "approve",
@@ -53,16 +52,12 @@ __all__ = [
     "canary_status",
     "canary_stop",
     "channel_rm",
-    "checkout",
-    "commit",
     "contract_add",
     "contract_ls",
     "contract_show",
     "dataset_show",
     "diff",
-    "evaluate",
     "evaluation_checks",
-    "export",
     "gate",
     "history",
     "log",
@@ -72,9 +67,7 @@ __all__ = [
     "record_feedback",
     "resolve",
     "rollback",
-    "set_commit",
     "show",
-    "set_spec",
     "status",
     "tag",
     "tag_delete",
@@ -104,6 +97,18 @@ def evaluation_checks(repo: RemoteRepo, ev: Evaluation) -> Evaluation:
 
 
 # --- writes: the registry records the token's identity -----------------------------------
+
+
+def base_add(repo: RemoteRepo, name: str, path: str | os.PathLike) -> Base:
+    """Register a frozen base on the registry by its config.json (sent as a base object)."""
+    from mint.bases import fingerprint, read_base_config
+    from mint.refs.revisions import check_name
+
+    check_name("base", name)
+    config = read_base_config(path)
+    wire = {"name": name, "fingerprint": fingerprint(config), "config": config}
+    repo.client.post("/objects", {"bases": [wire], "commits": [], "evaluations": []})
+    return choose_base(base_ls(repo), None, name)
 
 
 def tag(

@@ -47,6 +47,13 @@ class RemoteRepo:
         return self._whoami
 
     @property
+    def backend(self):
+        """The repository backend the porcelain runs over (`mint.remote.backend`)."""
+        from mint.remote.backend import RemoteBackend
+
+        return RemoteBackend(self)
+
+    @property
     def db(self):
         raise LocalOnly("reading the metadata database directly")
 
