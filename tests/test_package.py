@@ -82,7 +82,7 @@ import sys
 from fastapi.testclient import TestClient
 from mint import api
 from mint.registry.app import create_app
-from mint.registry.tokens import token_create
+from mint.team.tokens import token_create
 from mint.registry.web import render
 
 repo, _ = api.init(sys.argv[1])

@@ -12,9 +12,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from mint.errors import Forbidden
 from mint.registry import queries
-from mint.registry.protection import is_protected, move_role
-from mint.registry.tokens import Access, Identity, authenticate
 from mint.repo import Repo
+from mint.team.protection import is_protected, move_role
+from mint.team.tokens import Access, Identity, authenticate
 
 T = TypeVar("T")
 

@@ -18,8 +18,8 @@ from mint.registry.auth import Reader, RepoDep, Writer, check_line, check_move, 
 from mint.registry.models import Body, Name, Rev, Text
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, model_of
-from mint.registry.tokens import Identity
 from mint.repo import Repo
+from mint.team.tokens import Identity
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["canaries"])
 

@@ -20,59 +20,27 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from mint import schema as s
-from mint.ids import Action, RefKind
+from mint.refs.events import BATCH, event_of, last_id, rows_after
 from mint.registry.auth import Reader, RepoDep
 from mint.registry.schemas import ERROR_RESPONSES
-from mint.registry.tokens import Identity
 from mint.repo import Repo
+from mint.team.tokens import Identity
 
 log = logging.getLogger("mint.registry")
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["events"])
 
 TICK = 0.05  # seconds between looks at the newest row id (one look per replica)
 HEARTBEAT = 15.0  # seconds between comments when nothing moves
-BATCH = 500  # rows read per look
-TYPES = {RefKind.CHANNEL: "channel.moved", RefKind.TAG: "tag.moved", RefKind.HEAD: "line.pushed"}
-CANARY_TYPES = {Action.CANARY_START: "canary.started", Action.CANARY_STOP: "canary.stopped"}
-# Every type an event may have (webhooks filter on these).
-EVENT_TYPES = (*TYPES.values(), *CANARY_TYPES.values())
-
-
-def rows_after(repo: Repo, after: int) -> list:
-    """The next ref_history rows after id AFTER, oldest first."""
-    t = s.ref_history
-    q = sa.select(t).where(t.c.id > after).order_by(t.c.id).limit(BATCH)
-    with repo.db.read() as conn:
-        return list(conn.execute(q))
-
-
-def event_of(row) -> dict:
-    """The event a ref_history row is: {"id", "type", "at", "data"}."""
-    at = row.at.isoformat() if hasattr(row.at, "isoformat") else str(row.at)
-    data = {"line": row.line, "name": row.name, "from": row.old, "to": row.new}
-    data |= {"action": row.action, "by": row.by}
-    kind = TYPES.get(row.kind, "ref.moved")
-    if row.kind == RefKind.CANARY:
-        kind = CANARY_TYPES.get(row.action, "canary.stopped")
-    return {"id": row.id, "type": kind, "at": at, "data": data}
 
 
 def frame(event: dict) -> str:
     """EVENT as one server-sent event."""
     body = json.dumps(event, separators=(",", ":"))
     return f"id: {event['id']}\nevent: {event['type']}\ndata: {body}\n\n"
-
-
-def last_id(repo: Repo) -> int:
-    """The newest ref_history id (0 when there is none)."""
-    with repo.db.read() as conn:
-        return conn.execute(sa.select(sa.func.max(s.ref_history.c.id))).scalar() or 0
 
 
 class Tail:

@@ -30,8 +30,8 @@ from mint.registry.hf_protocol import (
     tree_items,
 )
 from mint.registry.routes_blobs import presigned, redirect
-from mint.registry.tokens import Access, Identity, authenticate
 from mint.registry.upload import verified_chunks
+from mint.team.tokens import Access, Identity, authenticate
 
 
 class _AnyPath(PathConvertor):

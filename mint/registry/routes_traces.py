@@ -34,8 +34,8 @@ from mint.registry.auth import Reader, RepoDep, Writer, check_line
 from mint.registry.models import Body, Id64, Name, Rev
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, list_of, model_of
-from mint.registry.tokens import Identity
 from mint.repo import Repo
+from mint.team.tokens import Identity
 from mint.traces.export import FORMATS
 from mint.traces.records import traces_get
 

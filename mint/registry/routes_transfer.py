@@ -16,7 +16,7 @@ from mint.registry.auth import Reader, RepoDep, Writer, check_line, need
 from mint.registry.models import MAX_IDS, HeadBody, HeadMoved, Id64, Imported, Name, ObjectsBody
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, list_of
-from mint.registry.tokens import Access
+from mint.team.tokens import Access
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["transfer"])
 

@@ -31,7 +31,7 @@ from mint.registry.models import (
 )
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, model_of
-from mint.registry.tokens import Access
+from mint.team.tokens import Access
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["writes"])
 

@@ -28,7 +28,6 @@ from mint.errors import (
 from mint.registry import queries
 from mint.registry.auth import check_line, check_move, check_rev
 from mint.registry.failures import status_of
-from mint.registry.tokens import Access, authenticate
 from mint.registry.web.approvals import split_ref
 from mint.registry.web.pages import page
 from mint.registry.web.render import render
@@ -43,6 +42,7 @@ from mint.registry.web.session import (
     signed_in,
     signin_csrf,
 )
+from mint.team.tokens import Access, authenticate
 
 router = APIRouter(include_in_schema=False)
 Text = Annotated[str, Query(max_length=500)]

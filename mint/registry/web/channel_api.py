@@ -17,10 +17,10 @@ from mint.registry.auth import Reader, RepoDep, check_line
 from mint.registry.models import Rev
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, model_of
-from mint.registry.tokens import Identity
 from mint.registry.web import evidence
 from mint.registry.web.approvals import PendingApproval, pending_approvals, split_ref
 from mint.repo import Repo
+from mint.team.tokens import Identity
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["reads"])
 MOVES = 20

@@ -12,10 +12,10 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from mint.errors import MintError
 from mint.registry.failures import status_of
-from mint.registry.tokens import Identity
 from mint.registry.web import views
 from mint.registry.web.render import HEADERS, STATIC, render
 from mint.registry.web.session import signed_in
+from mint.team.tokens import Identity
 
 router = APIRouter(include_in_schema=False)
 Text = Annotated[str, Query(max_length=500)]

@@ -11,8 +11,8 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from mint import __version__
-from mint.registry.tokens import Access, Identity
 from mint.registry.web.session import csrf_token
+from mint.team.tokens import Access, Identity
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"

@@ -25,7 +25,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from mint.errors import Forbidden, InvalidForm, MintError, Unauthenticated
-from mint.registry.tokens import Access, Identity, authenticate, token_hash
+from mint.team.tokens import Access, Identity, authenticate, token_hash
 
 COOKIE = "mint_session"
 SIGNIN_COOKIE = "mint_signin"  # the sign-in form's CSRF value, before there is a session

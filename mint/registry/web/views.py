@@ -8,10 +8,10 @@ from mint.errors import RevisionNotFound
 from mint.ids import Kind, RefKind
 from mint.objects import CommitDetail
 from mint.registry.auth import check_line, check_rev, visible
-from mint.registry.tokens import Identity
 from mint.registry.web import lineage, queries
 from mint.registry.web.channel_api import channel_view
 from mint.repo import Repo
+from mint.team.tokens import Identity
 
 PAGE = 50  # commits on a page of a line
 LINES = 50  # lines on a page of lines

@@ -12,8 +12,8 @@ from mint import schema as s
 from mint.errors import InvalidName
 from mint.ids import iso, utcnow
 from mint.refs import check_name
-from mint.registry.tokens import Access, parse_role
 from mint.repo import Repo
+from mint.team.tokens import Access, parse_role
 
 MOVE_ROLE = Access.WRITER  # an unprotected channel moves for writers
 
