@@ -142,3 +142,12 @@ def _by_prefix(conn: Connection, prefix: str, rev: str, line: str | None = None)
 def find_line(conn: Connection, name: str):
     """The line's row (name, kind, head, commit_count), or None."""
     return conn.execute(sa.select(s.lines).where(s.lines.c.name == name)).first()
+
+
+def line_of(conn: Connection, commit_id: str) -> str:
+    """The line the commit COMMIT_ID is on (RevisionNotFound when there is no such commit)."""
+    q = sa.select(s.commits.c.line).where(s.commits.c.id == commit_id)
+    line = conn.execute(q).scalar()
+    if line is None:
+        raise RevisionNotFound(commit_id, "no such commit")
+    return line

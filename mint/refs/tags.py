@@ -5,13 +5,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.commits import rows
 from mint.errors import RevisionNotFound, TagExists, WrongKind
 from mint.ids import Action, CommitId, RefKind, iso
 from mint.objects import RefInfo
 from mint.refs.channel_names import check_tag_name
 from mint.refs.container import Ref, RefsContainer
-from mint.refs.revisions import check_name, check_text, resolve
+from mint.refs.revisions import check_name, check_text, line_of, resolve
 from mint.repo import Repo
 
 
@@ -43,7 +42,7 @@ def tag_in(conn, tag_name: str, rev: str, *, by: str, message=None, force=False)
     """`tag` inside the caller's transaction (a pull tags in the transaction it commits in)."""
     check_text("message", message)
     target = resolve(conn, rev).id
-    line, name = split_tag(tag_name, rows.commit_row(conn, target).line)
+    line, name = split_tag(tag_name, line_of(conn, target))
     check_name("tag", name)
     refs = RefsContainer(conn)
     existing = refs.get(line, name)
