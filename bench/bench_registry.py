@@ -51,47 +51,24 @@ def put_file(client, path: Path, blob: str) -> int:
 
 
 def commit_wire(line: str, blob: str, size: int, parent: str | None) -> dict:
-    """The wire form (mint.transfer's) of a commit whose one file is the stored blob BLOB."""
-    import datetime as dt
+    """The wire form (mint.wire's) of a commit whose one file is the stored blob BLOB."""
 
-    from mint.commits.rows import NewCommit
+    from mint import wire
+    from mint.commits.rows import build_commit
     from mint.ids import Kind
     from mint.objects import FileEntry
 
-    new = NewCommit(
-        kind=Kind.ADAPTER,
-        line=line,
+    new = build_commit(
+        Kind.ADAPTER,
+        line,
         parents=[parent] if parent else [],
         files={"adapter_model.safetensors": FileEntry(blob, size)},
         base=None,
         base_fingerprint=None,
         message="bench",
         author="bench",
-        created_at=dt.datetime.now(dt.UTC).isoformat(),
-        meta={},
-        provenance={},
-        peft=None,
-        config=None,
-        tensors=[],
     )
-    return {
-        "id": new.id,
-        "kind": "adapter",
-        "line": line,
-        "parents": new.parents,
-        "files": {"adapter_model.safetensors": [blob, size]},
-        "base": None,
-        "base_fingerprint": None,
-        "message": new.message,
-        "author": new.author,
-        "created_at": new.created_at,
-        "meta": {},
-        "provenance": {},
-        "peft": None,
-        "config": None,
-        "tensors": [],
-        "members": [],
-    }
+    return wire.commit_wire(new)
 
 
 def push(client, path: Path, blob: str, wire: dict, old: str | None) -> int:

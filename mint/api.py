@@ -201,11 +201,13 @@ def __getattr__(name: str) -> Any:
 def _dispatching(name: str, local: Any, anywhere: bool) -> Any:
     """LOCAL, or for a registry its backend's operation NAME (one request to the registry)."""
 
+    from mint.ids import is_url
+
     @functools.wraps(local)
     def operation(*args: Any, **kwargs: Any) -> Any:
         target = args[0] if args else kwargs.get("repo", kwargs.get("path"))
         remote_repo = getattr(target, "is_remote", False) is True
-        url = isinstance(target, str) and target.startswith(("http://", "https://"))
+        url = is_url(target)
         if not (remote_repo or url):
             return local(*args, **kwargs)
         if url or not anywhere:

@@ -104,3 +104,9 @@ def as_utc(value: dt.datetime) -> dt.datetime:
 
 def iso(value: dt.datetime | None) -> str | None:
     return as_utc(value).isoformat() if value else None
+
+
+def is_url(value: object) -> bool:
+    """Whether VALUE names a registry (http:// or https://) rather than a folder: the one
+    place that tells them apart."""
+    return isinstance(value, str) and value.startswith(("http://", "https://"))

@@ -173,7 +173,7 @@ def test_an_honest_set_is_pushed_and_fsck_reports_an_older_versions_row(env, lap
         d = rows.detail(conn, cid)
     config = copy.deepcopy(d.config)
     config["experts"]["chat"] = env["ids"]["secret"]
-    bad = rows.NewCommit(
+    bad = rows.build_commit(
         **{
             f.name: getattr(d, f.name)
             for f in dataclasses.fields(rows.NewCommit)

@@ -27,7 +27,9 @@ class Context:
     @property
     def is_remote(self) -> bool:
         """Whether the repository is a registry (an http:// or https:// URL)."""
-        return (self.path or "").startswith(("http://", "https://"))
+        from mint.ids import is_url
+
+        return is_url(self.path)
 
     def repo(self):
         """The local repository, or a `RemoteRepo` for a registry URL (token: MINT_TOKEN, or

@@ -7,7 +7,7 @@ import click
 from mint import api
 from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
-from mint.cli.channel_cmds import _report as gate_table  # the table promote shows
+from mint.cli.channel_cmds import gate_report_table as gate_table  # the table promote shows
 from mint.errors import GateRefused
 
 

@@ -10,7 +10,7 @@ from mint.cli._output import echo, emit_json, short, table
 from mint.cli.contract_cmds import checks_table
 
 
-def _report(report, as_json: bool) -> None:
+def gate_report_table(report, as_json: bool) -> None:
     if as_json:
         return emit_json(report)
     guarded = ", ".join(report.contracts) or "no contract (the channel moves freely)"
@@ -36,7 +36,7 @@ def _moved(move, as_json: bool) -> None:
 def gate(repo, rev, channel, contract_name, as_json) -> None:
     """Dry run of promote: the gate's table; exit status 3 if it would refuse."""
     report = api.gate(repo, rev, channel, contract_name)
-    _report(report, as_json)
+    gate_report_table(report, as_json)
     if not report.ok:
         raise click.exceptions.Exit(3)
 
@@ -70,7 +70,7 @@ def promote(repo, rev, channel, contract_name, force, reason, create, as_json) -
             create=create,
         )
     except GateRefused as exc:
-        _report(exc.report, as_json)
+        gate_report_table(exc.report, as_json)
         raise
     _moved(move, as_json)
 
@@ -107,7 +107,7 @@ def rollback(repo, ref, to, reason, as_json) -> None:
     try:
         move = api.rollback(repo, ref, by=current_user(), to=to, reason=reason)
     except GateRefused as exc:
-        _report(exc.report, as_json)
+        gate_report_table(exc.report, as_json)
         raise
     _moved(move, as_json)
 

@@ -45,10 +45,10 @@ def candidates(repo, ref, lines, as_json) -> None:
 def route_evaluator(data: str, base_dir: str | None):
     """An `evaluate` hook for the loop: the runtime's routing accuracy of each candidate's
     router on DATA, recorded under the contract (the core cannot load models itself)."""
-    from mint.cli.runtime_cmds import _quiet_libraries
+    from mint.cli.runtime_cmds import quiet_libraries
     from mint.runtime.service import route_eval
 
-    _quiet_libraries()
+    quiet_libraries()
 
     def evaluate(repo, rev: str, contract: str, *, by: str):
         return route_eval(repo, rev, data, base_dir=base_dir, contract=contract, by=by).evaluation

@@ -13,7 +13,7 @@ ROLES = click.Choice(["reader", "writer", "maintainer", "admin"])
 MOVE_ROLES = click.Choice(["writer", "maintainer", "admin"])
 
 
-def _local_repo(ctx):
+def local_repo(ctx):
     """The repository itself: these commands never act through a registry URL."""
     from mint.errors import LocalOnly
     from mint.repo import Repo
@@ -98,7 +98,7 @@ def serve(
         check_name("channel", hf_main)
     presign = None if no_presign else presign_threshold
     hub = {"hf_main": hf_main, "public_read": public_read, "presign_threshold": presign}
-    run(_local_repo(ctx), host, port, limits, **hub)
+    run(local_repo(ctx), host, port, limits, **hub)
 
 
 @registry.group()
@@ -114,7 +114,7 @@ def token() -> None:
 @click.pass_obj
 def token_create(ctx, name: str, role: str, lines: tuple[str, ...], as_json: bool) -> None:
     """Make a token NAME; it is printed this once (only its hash is kept)."""
-    made = api.token_create(_local_repo(ctx), name, role, list(lines), by=current_user())
+    made = api.token_create(local_repo(ctx), name, role, list(lines), by=current_user())
     if as_json:
         return emit_json(made)
     echo(made.token)
@@ -126,7 +126,7 @@ def token_create(ctx, name: str, role: str, lines: tuple[str, ...], as_json: boo
 @click.pass_obj
 def token_ls(ctx, as_json: bool) -> None:
     """Every token (never its secret), revoked ones marked."""
-    items = api.token_ls(_local_repo(ctx))
+    items = api.token_ls(local_repo(ctx))
     if as_json:
         return emit_json(items)
     rows = [
@@ -149,7 +149,7 @@ def token_ls(ctx, as_json: bool) -> None:
 @click.pass_obj
 def token_revoke(ctx, name: str, as_json: bool) -> None:
     """Revoke the token NAME at once (its name stays taken)."""
-    info = api.token_revoke(_local_repo(ctx), name)
+    info = api.token_revoke(local_repo(ctx), name)
     emit_json(info) if as_json else echo(f"revoked token {safe(info.name)}")
 
 
@@ -161,7 +161,7 @@ def token_revoke(ctx, name: str, as_json: bool) -> None:
 def protect(ctx, channel: str, role: str, as_json: bool) -> None:
     """Moving CHANNEL (on any line) needs ROLE; forcing it needs admin; approvals for it count
     only from others than the commit's author and pusher."""
-    p = api.protect(_local_repo(ctx), channel, role, by=current_user())
+    p = api.protect(local_repo(ctx), channel, role, by=current_user())
     emit_json(p) if as_json else echo(f"{p.channel} is protected: moving it needs {p.role}")
 
 
@@ -171,7 +171,7 @@ def protect(ctx, channel: str, role: str, as_json: bool) -> None:
 @click.pass_obj
 def unprotect(ctx, channel: str, as_json: bool) -> None:
     """CHANNEL moves for writers again."""
-    was = api.unprotect(_local_repo(ctx), channel)
+    was = api.unprotect(local_repo(ctx), channel)
     if as_json:
         return emit_json({"channel": channel, "was": was})
     echo(
@@ -184,7 +184,7 @@ def unprotect(ctx, channel: str, as_json: bool) -> None:
 @click.pass_obj
 def protected(ctx, as_json: bool) -> None:
     """The protected channels and the role each needs."""
-    items = api.protected_ls(_local_repo(ctx))
+    items = api.protected_ls(local_repo(ctx))
     if as_json:
         return emit_json(items)
     rows = [[p.channel, p.role, p.created_at[:19], p.created_by] for p in items]

@@ -10,6 +10,7 @@ import click
 from mint import api
 from mint.cli._common import Context, current_user, json_option
 from mint.cli._output import echo, emit_json, short
+from mint.ids import is_url
 
 
 def _local(ctx: Context, what: str):
@@ -26,12 +27,8 @@ def _registry(ctx: Context, name: str):
     from mint.remote.config import remote_url, token_for
     from mint.remote.repo import RemoteRepo
 
-    url = remote_url(None if _is_url(name) else _local(ctx, "a remote").mint_dir, name)
+    url = remote_url(None if is_url(name) else _local(ctx, "a remote").mint_dir, name)
     return RemoteRepo(url, token_for(url, os.environ))
-
-
-def _is_url(text: str) -> bool:
-    return text.startswith(("http://", "https://"))
 
 
 class _Bar:

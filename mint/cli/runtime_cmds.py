@@ -12,7 +12,7 @@ from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, is_tty, short, table, warn
 
 
-def _quiet_libraries() -> None:
+def quiet_libraries() -> None:
     """transformers' progress bars and peft's deprecation warnings are noise on a pipe."""
     import warnings
 
@@ -168,7 +168,7 @@ def serve(
     needs the writer role); POST /v1/feedback scores it, once per completion and caller (a
     later score from the same caller replaces the earlier). SIGTERM or SIGINT: the requests in
     flight finish and the queued traces are written before the server exits."""
-    _quiet_libraries()
+    quiet_libraries()
     checks = client_checks(repo, host, token_env, registry_tokens)
     if not no_traces and getattr(repo, "is_remote", False) and repo.whoami()["role"] == "reader":
         warn("mint: a reader's token records no traces on the registry (a writer's does)")
@@ -218,7 +218,7 @@ def serve(
 @with_repo
 def route_eval(repo, rev, data, contract_name, base_dir, as_json) -> None:
     """Routing accuracy of set REV on labelled requests, with the confusion matrix."""
-    _quiet_libraries()
+    quiet_libraries()
     from mint.runtime.service import route_eval as run
 
     r = run(repo, rev, data, base_dir=base_dir, contract=contract_name, by=current_user())

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mint.errors import InvalidConfig, RefExists
+from mint.ids import is_url
 from mint.refs.revisions import check_name
-from mint.remote.http import is_url, normalize
+from mint.remote.http import normalize
 
 REMOTES = "remotes.json"
 TOKENS = "tokens.json"

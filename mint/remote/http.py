@@ -22,11 +22,6 @@ TIMEOUT = httpx.Timeout(30.0, read=600.0)
 _BY_STATUS = {401: e.Unauthenticated, 403: e.Forbidden, 404: e.RevisionNotFound}
 
 
-def is_url(value: object) -> bool:
-    """Whether VALUE names a registry (http:// or https://) rather than a folder."""
-    return isinstance(value, str) and value.startswith(("http://", "https://"))
-
-
 def normalize(url: str) -> str:
     return url.rstrip("/")
 
@@ -185,7 +180,7 @@ def _with_status(exc: Exception, status: int) -> Exception:
 
 def _gate_report(detail: Any) -> Any:
     from mint.objects import GateReport
-    from mint.remote.wire import decode
+    from mint.wire import decode
 
     try:
         return decode(GateReport, detail)
