@@ -35,6 +35,7 @@ from mint.gates.evaluations import evaluation_values
 from mint.ids import Action, Kind, iso, utcnow
 from mint.refs import RefsContainer, check_name
 from mint.repo import Repo
+from mint.wire import commit_wire as wire_form
 
 
 @dataclass(frozen=True)
@@ -89,27 +90,8 @@ def export_objects(conn, ids: list[str]) -> dict:
 
 
 def commit_wire(conn, cid: str) -> dict:
-    d = rows.detail(conn, cid)
-    return {
-        "id": d.id,
-        "kind": str(d.kind),
-        "line": d.line,
-        "parents": d.parents,
-        "files": {p: [f.sha256, f.size] for p, f in d.files.items()},
-        "base": d.base,
-        "base_fingerprint": d.base_fingerprint,
-        "message": d.message,
-        "author": d.author,
-        "created_at": d.created_at,
-        "meta": d.meta,
-        "provenance": d.provenance,
-        "peft": d.peft,
-        "config": d.config,
-        "tensors": [
-            [t.name, t.dtype, t.shape, t.sha256, t.nbytes, t.file, t.offset] for t in d.tensors
-        ],
-        "members": [[str(m.role), m.label, m.commit_id, m.requested] for m in d.members],
-    }
+    """Stored commit CID in wire form (`mint.wire.commit_wire`)."""
+    return wire_form(rows.detail(conn, cid))
 
 
 def _base_wire(conn, name: str) -> dict:

@@ -15,12 +15,12 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from mint import api, transfer
+from mint import api, transfer, wire
 from mint import errors as e
 from mint import schema as s
 from mint.cli import run_in_process
 from mint.jsonable import to_jsonable
-from mint.remote import transfer_client, wire
+from mint.remote import transfer_client
 from mint.remote.blobs import Progress
 from mint.remote.config import save_token, token_for
 from mint.remote.http import Client

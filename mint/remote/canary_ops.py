@@ -10,7 +10,7 @@ from mint.errors import ForceNeedsReason
 from mint.ids import CanaryOutcome
 from mint.objects import Canary, CanaryStatus
 from mint.remote.repo import RemoteRepo
-from mint.remote.wire import decode
+from mint.wire import decode
 
 
 def canary_of(repo: RemoteRepo, rev: str) -> Canary | None:

@@ -19,7 +19,7 @@ from mint.objects import (
 )
 from mint.remote.http import segment
 from mint.remote.repo import RemoteRepo
-from mint.remote.wire import decode, decode_list
+from mint.wire import decode, decode_list
 
 
 def resolve(repo: RemoteRepo, rev: str) -> CommitId:

@@ -21,9 +21,9 @@ from mint.jsonable import to_jsonable
 from mint.objects import Dataset, Trace
 from mint.remote.http import Client, segment
 from mint.remote.repo import RemoteRepo
-from mint.remote.wire import decode
 from mint.traces.export import FORMATS, write_file
 from mint.traces.records import check_score
+from mint.wire import decode
 
 BATCH = 1000  # rows a request (the registry's bound)
 BATCH_BYTES = 8 << 20  # bytes of rows a request (the registry takes JSON bodies of 32 MiB)
