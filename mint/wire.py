@@ -5,7 +5,7 @@ Results travel as `mint.jsonable.to_jsonable` renders them (each field under its
 dataclass's own type hints, so a field added to `mint.objects` needs no change here.
 
 Commits travel in one form, `commit_wire`, whose keys are `COMMIT_KEYS`; a push and a fetch
-write it here and `mint.commits.arriving.new_commit` checks it on the way in.
+write it here and `mint.arriving.new_commit` checks it on the way in.
 """
 
 from __future__ import annotations
