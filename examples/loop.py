@@ -35,7 +35,7 @@ from mint.examples.loop_steps import (
     traffic,
 )
 from mint.examples.loop_users import Users
-from mint.gates.loop import LOOP_IDENTITY
+from mint.porcelain.improve import LOOP_IDENTITY
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,7 +87,7 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "canary_start": ("mint.gates.canary", "canary_start", _ANY),
     "canary_stop": ("mint.gates.canary", "canary_stop", _ANY),
     "canary_status": ("mint.gates.canary", "canary_status", _ANY),
-    "improve": ("mint.gates.loop", "improve", _LOCAL),
+    "improve": ("mint.porcelain.improve", "improve", _ONCE),
     "traces_ls": ("mint.traces.records", "traces_ls", _ANY),
     "traces_export": ("mint.traces.export", "traces_export", _ANY),
     "record_feedback": ("mint.traces.records", "record_feedback", _ANY),
@@ -233,7 +233,6 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.gates.evaluations import evaluations_of
     from mint.gates.evaluations import record as record_evaluation
     from mint.gates.history import history, status
-    from mint.gates.loop import improve
     from mint.gates.promotion import (
         approve,
         channel_rm,
@@ -248,6 +247,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.porcelain.commit import candidates, commit, set_commit, set_derive
     from mint.porcelain.evaluate import evaluate
     from mint.porcelain.files import checkout, export, set_spec
+    from mint.porcelain.improve import improve
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
     from mint.remote.transfer_client import clone, fetch, push

@@ -17,34 +17,42 @@ A round looks at SET_LINE's production channel and does the first of these that 
    refuses, say for want of an approval, the candidate waits on staging for a later round).
 
 Every write is an ordinary mint action (derive, evaluation, promote, rollback, canary start
-and stop) done as `by`, with its numbers in the history row's reason and the gate's
-contract and evaluations beside it. A configuration is tried once: one that has had a
-canary on production, or has held production, is not a candidate again.
+and stop) done as `by` (on a registry, as the token's identity), with its numbers in the
+history row's reason and the gate's contract and evaluations beside it. A configuration is
+tried once: one that has had a canary on production, or has held production, is not a
+candidate again.
+
+A round reads and writes only through the repository's backend (`mint.backend`), so it runs
+the same on a repository on this machine and on a registry (`mint --repo URL improve`): what
+it knows of production (its holder, since when, what it has held and which canaries it has
+had) comes from the channel's history, the live numbers from its traces and their feedback.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from collections.abc import Callable
 
-import sqlalchemy as sa
-
-from mint import schema as s
-from mint.errors import GateRefused, InvalidConfig, NothingToRollBack, RevisionNotFound
-from mint.gates import canary as cn
-from mint.gates.checks import gate_report, has_held
-from mint.gates.contracts import get_row
-from mint.gates.evaluations import evaluation, finite_metric, latest_evaluation
-from mint.gates.promotion import promote, rollback
-from mint.ids import CanaryOutcome
-from mint.objects import Evaluation, LoopStep, Round
+from mint.backend import Backend, backend_of
+from mint.errors import GateRefused, InvalidConfig, NoCanary, NothingToRollBack, RevisionNotFound
+from mint.gates.canary import (
+    PRODUCTION_VARIANT,
+    check_fraction,
+    production_variants,
+    wilson,
+)
+from mint.gates.evaluations import finite_metric
+from mint.ids import Action, CanaryOutcome, CommitId
+from mint.objects import Evaluation, LoopStep, Move, Round, VariantStats
 from mint.porcelain.commit import candidates, set_derive
 from mint.porcelain.evaluate import evaluate as run_evaluator
-from mint.refs import RefsContainer
-from mint.repo import Repo
 
 PRODUCTION = "production"
 DEFAULT_MIN_TRACES = 20
 LOOP_IDENTITY = "mint-loop"
+_PAGE = 50  # history rows read at a time while looking for production's latest move
+_EVENTS = {Action.CANARY_START, Action.CANARY_STOP}  # history rows that move no ref
 
 # evaluate(repo, commit id, contract name, by=...) -> Evaluation (recorded)
 Evaluate = Callable[..., Evaluation]
@@ -55,10 +63,10 @@ class _Round:
 
     def __init__(self, repo, line, contract, lines, fraction, min_traces, evaluate, by):
         self.repo, self.line, self.lines, self.by = repo, line, list(lines), by
-        self.fraction, self.evaluate = cn.check_fraction(fraction), evaluate
-        with repo.db.read() as conn:
-            self.contract = get_row(conn, contract)
-        live = self.contract.body.get("live") or {}
+        self.b: Backend = backend_of(repo)
+        self.fraction, self.evaluate = check_fraction(fraction), evaluate
+        self.contract = self.b.contract_show(contract)
+        live = self.contract.live or {}
         self.min_score = live.get("min_score")
         self.max_drop = live.get("max_drop", 0.0)
         self.min_traces = min_traces or live.get("min_traces") or DEFAULT_MIN_TRACES
@@ -82,7 +90,7 @@ class _Round:
 
 
 def improve(
-    repo: Repo,
+    repo,
     line: str,
     *,
     contract: str,
@@ -101,27 +109,63 @@ def improve(
     if min_traces is not None and min_traces < 1:
         raise InvalidConfig(f"a variant needs 1 scored trace or more, not {min_traces}")
     r = _Round(repo, line, contract, lines, canary, min_traces, evaluate or run_evaluator, by)
-    holder = _holder(repo, line)
+    holder = _holder(r)
     if _below_floor(r, holder):
         return r.done("rolled-back")
-    with repo.db.read() as conn:
-        open_row = cn.open_row(conn, line, PRODUCTION)
-    if open_row is not None:
-        return _judge_canary(r, cn.as_canary(open_row), holder)
+    live = _open_canary(r)
+    if live is not None:
+        return _judge_canary(r, live, holder)
     return _try_candidates(r)
 
 
-def _holder(repo: Repo, line: str):
-    with repo.db.read() as conn:
-        ref = RefsContainer(conn).get(line, PRODUCTION)
-    if ref is None:
-        raise RevisionNotFound(f"{line}@{PRODUCTION}", "the loop needs a holder on channel")
-    return ref
+def _holder(r: _Round) -> Move:
+    """Production's latest move: its `to` holds the channel, since its `at`."""
+    before = None
+    while True:
+        try:
+            page = r.b.history(r.production, n=_PAGE, before=before)
+        except RevisionNotFound:
+            page = []
+        for move in reversed(page):
+            if move.action in _EVENTS:
+                continue
+            if move.to is None:  # removed
+                break
+            return move
+        else:
+            if len(page) == _PAGE:
+                before = page[0].id
+                continue
+        raise RevisionNotFound(r.production, "the loop needs a holder on channel")
 
 
-def _live(r: _Round, commit: str, variants: list[str], since, until=None):
-    with r.repo.db.read() as conn:
-        return cn.variant_stats(conn, r.line, commit, variants, since, until)
+def _open_canary(r: _Round):
+    """Production's open canary with both variants' live numbers since it started, or None."""
+    try:
+        live = r.b.canary_status(r.production)
+    except NoCanary:
+        return None
+    return live if live.canary.stopped_at is None else None
+
+
+def _live(r: _Round, commit: str, since: str) -> VariantStats:
+    """Production's traces of COMMIT since SINCE and the scores their latest feedback gave,
+    as `canary_status` counts a variant."""
+    at = dt.datetime.fromisoformat(since)
+    served = [
+        t
+        for variant in production_variants(PRODUCTION)
+        for t in r.b.traces_ls(set_rev=commit, since=at, variant=variant, limit=None)
+        if t.set_line == r.line
+    ]
+    scores = [t.score for t in served if t.score is not None]
+    if not scores:
+        return VariantStats(PRODUCTION_VARIANT, CommitId(commit), len(served), 0, None, None, None)
+    mean = math.fsum(scores) / len(scores)
+    low, high = wilson(mean, len(scores))
+    return VariantStats(
+        PRODUCTION_VARIANT, CommitId(commit), len(served), len(scores), mean, low, high
+    )
 
 
 def _fmt(v) -> str:
@@ -136,48 +180,47 @@ def _fmt(v) -> str:
 # --- 1. the live floor --------------------------------------------------------------
 
 
-def _below_floor(r: _Round, holder) -> bool:
+def _below_floor(r: _Round, holder: Move) -> bool:
     """Roll production back when its live mean since it took the channel is under the floor."""
     if r.min_score is None:
         return False
-    stats = _live(r, holder.target, cn.production_variants(PRODUCTION), holder.updated_at)
+    stats = _live(r, holder.to, holder.at)
     if stats.scored < r.min_traces or stats.mean >= r.min_score:
         return False
     why = f"live floor: {_fmt(stats)} < min_score {r.min_score:g} ({r.contract.name})"
     try:
-        move = rollback(r.repo, r.production, by=r.by, reason=f"{why}; rolled back by the loop")
+        move = r.b.rollback(r.production, by=r.by, reason=f"{why}; rolled back by the loop")
     except NothingToRollBack as exc:
-        r.step("refuse", holder.target, PRODUCTION, f"{why}; cannot roll back: {exc}")
+        r.step("refuse", holder.to, PRODUCTION, f"{why}; cannot roll back: {exc}")
         return False
     r.step("rollback", move.to, PRODUCTION, move.reason, entry=move.id)
-    with r.repo.db.read() as conn:
-        open_row = cn.open_row(conn, r.line, PRODUCTION)
-    if open_row is not None:
+    if r.b.canary_of(r.production) is not None:
         _stop(r, CanaryOutcome.STOPPED, "production was rolled back under its live floor")
-    _staging_back_from(r, holder.target, "it fell under production's live floor")
+    _staging_back_from(r, holder.to, "it fell under production's live floor")
     return True
 
 
 def _stop(r: _Round, outcome: CanaryOutcome, why: str) -> None:
-    c = cn.canary_stop(r.repo, r.production, by=r.by, reason=why, outcome=outcome)
+    c = r.b.canary_stop(r.production, by=r.by, reason=why, outcome=outcome)
     r.step("canary-stop", c.candidate, PRODUCTION, f"{outcome}: {why}", entry=_last_entry(r))
 
 
 def _last_entry(r: _Round) -> int | None:
-    h = s.ref_history.c
-    q = sa.select(sa.func.max(h.id)).where(h.line == r.line, h.name == PRODUCTION)
-    with r.repo.db.read() as conn:
-        return conn.execute(q).scalar()
+    """The newest row of production's history (the canary start or stop just written)."""
+    newest = r.b.history(r.production, n=1)
+    return newest[-1].id if newest else None
 
 
 def _staging_back_from(r: _Round, failed: str, why: str) -> None:
     """Staging holds FAILED (the loop put it there): move it back to its previous holder."""
-    with r.repo.db.read() as conn:
-        ref = RefsContainer(conn).get(r.line, r.staging)
-    if ref is None or ref.target != failed:
+    try:
+        held = r.b.resolve(f"{r.line}@{r.staging}")
+    except RevisionNotFound:
+        return
+    if held != failed:
         return
     try:
-        move = rollback(r.repo, f"{r.line}@{r.staging}", by=r.by, reason=f"loop: {why}")
+        move = r.b.rollback(f"{r.line}@{r.staging}", by=r.by, reason=f"loop: {why}")
     except NothingToRollBack:
         return
     r.step("rollback", move.to, r.staging, move.reason, entry=move.id)
@@ -186,13 +229,12 @@ def _staging_back_from(r: _Round, failed: str, why: str) -> None:
 # --- 2. an open canary ------------------------------------------------------------------
 
 
-def _judge_canary(r: _Round, canary, holder) -> Round:
-    if canary.candidate == holder.target:  # promoted in an earlier round that stopped short
+def _judge_canary(r: _Round, live, holder: Move) -> Round:
+    canary = live.canary
+    if canary.candidate == holder.to:  # promoted in an earlier round that stopped short
         _stop(r, CanaryOutcome.PROMOTED, "its candidate holds production")
         return r.done("promoted")
-    since = _parse_time(canary.started_at)
-    prod = _live(r, canary.baseline, cn.production_variants(PRODUCTION), since)
-    cand = _live(r, canary.candidate, [cn.CANARY_VARIANT], since)
+    prod, cand = live.production, live.candidate
     numbers = f"{_fmt(cand)}; {_fmt(prod)}"
     if prod.scored < r.min_traces or cand.scored < r.min_traces:
         r.step("wait", canary.candidate, PRODUCTION, f"need {r.min_traces} scored each: {numbers}")
@@ -207,8 +249,8 @@ def _judge_canary(r: _Round, canary, holder) -> Round:
     why = f"live: canary mean {cand.mean:.3f} >= production {prod.mean:.3f} - max_drop "
     why += f"{r.max_drop:g} ({numbers}); promoted by the loop"
     try:
-        move = promote(
-            r.repo, canary.candidate, PRODUCTION, by=r.by, contract=r.contract.name, reason=why
+        move = r.b.promote(
+            canary.candidate, PRODUCTION, by=r.by, contract=r.contract.name, reason=why
         )
     except GateRefused as exc:
         failed = "; ".join(f"{c.check} {c.found} (needs {c.required})" for c in _failed(exc))
@@ -228,25 +270,19 @@ def _first(move) -> int | None:
     return move.evaluations[0] if move.evaluations else None
 
 
-def _parse_time(text: str):
-    import datetime as dt
-
-    return dt.datetime.fromisoformat(text)
-
-
 # --- 3. candidates -----------------------------------------------------------------------
 
 
 def _try_candidates(r: _Round) -> Round:
     found = candidates(r.repo, r.production, r.lines or None)
+    tried = _tried(r)
     passing = []
     for cand in found:
         cid = _committed(r, cand)
-        if _tried(r, cid):
+        if cid in tried:
             continue
         ev = _evaluation(r, cid)
-        with r.repo.db.read() as conn:
-            report = gate_report(conn, cid, r.line, r.staging, r.contract.name)
+        report = r.b.gate(cid, r.staging, r.contract.name)
         if report.ok:
             passing.append((_score(r, ev), cid, ev, cand))
             continue
@@ -273,22 +309,17 @@ def _committed(r: _Round, cand) -> str:
     return res.id
 
 
-def _tried(r: _Round, cid: str) -> bool:
-    """Whether CID has had a canary on production or has held it: each is tried once."""
-    c = s.canaries.c
-    q = sa.select(c.id).where(c.line == r.line, c.channel == PRODUCTION, c.candidate == cid)
-    with r.repo.db.read() as conn:
-        if conn.execute(q.limit(1)).first() is not None:
-            return True
-        return has_held(conn, cid, r.line, PRODUCTION)
+def _tried(r: _Round) -> set[str]:
+    """The sets that have had a canary on production or have held it: each is tried once.
+    Production's history has a row for each (a canary's start names its candidate)."""
+    return {m.to for m in r.b.history(r.production) if m.to is not None}
 
 
 def _evaluation(r: _Round, cid: str) -> Evaluation:
     """CID's latest evaluation under the contract's current version, else a new one."""
-    with r.repo.db.read() as conn:
-        row = latest_evaluation(conn, cid, r.contract.id)
-        if row is not None:
-            return evaluation(conn, row.id)
+    found = [e for e in r.b.evaluations_of(cid) if e.contract_id == r.contract.id]
+    if found:
+        return max(found, key=lambda e: e.id)
     ev = r.evaluate(r.repo, cid, r.contract.name, by=r.by)
     metrics = _metrics_text(ev)
     r.step("evaluate", cid, None, f"{r.contract.name} v{ev.version}: {metrics}", evaluation=ev.id)
@@ -297,7 +328,7 @@ def _evaluation(r: _Round, cid: str) -> Evaluation:
 
 def _score(r: _Round, ev: Evaluation) -> float:
     """The contract's first metric, higher better (lower, when it sets only a max)."""
-    metrics = r.contract.body["metrics"]
+    metrics = r.contract.metrics
     if not metrics:
         return 0.0
     m = metrics[0]
@@ -319,11 +350,11 @@ def _metrics_text(ev: Evaluation) -> str:
 def _launch(r: _Round, cid: str, ev: Evaluation, cand, n: int) -> str:
     metrics = _metrics_text(ev)
     why = f"loop: best of {n} candidates ({cand.description}): {metrics} (evaluation {ev.id})"
-    move = promote(r.repo, cid, r.staging, by=r.by, contract=r.contract.name, reason=why)
+    move = r.b.promote(cid, r.staging, by=r.by, contract=r.contract.name, reason=why)
     r.step("promote", cid, r.staging, why, entry=move.id, evaluation=ev.id)
     reason = f"loop: canary at {r.fraction:g} of {cid[:12]} ({metrics})"
     try:
-        cn.canary_start(r.repo, r.production, cid, r.fraction, by=r.by, reason=reason)
+        r.b.canary_start(r.production, cid, r.fraction, by=r.by, reason=reason)
     except GateRefused as exc:
         # A canary takes production's gate (an approval, say): the candidate waits on staging,
         # and a later round tries again once the gate passes. The loop never forces it.
