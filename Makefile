@@ -36,7 +36,8 @@ test: $(STAMP) browser
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	rm -rf build/lint
+	# build/lib too: setuptools copies into it without removing what was moved or deleted since.
+	rm -rf build/lint build/lib
 	$(PY) -m pip install -q --no-deps --no-build-isolation --target build/lint .
 	cd build/lint && PYTHONPATH=. ../../$(VENV)/bin/lint-imports ../../pyproject.toml
 
