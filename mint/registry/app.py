@@ -17,6 +17,7 @@ from mint.registry import (
     routes_events,
     routes_hf,
     routes_read,
+    routes_team,
     routes_traces,
     routes_transfer,
     routes_write,
@@ -57,6 +58,7 @@ def create_app(
         routes_blobs,
         routes_transfer,
         routes_events,
+        routes_team,
     ):
         app.include_router(module.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])

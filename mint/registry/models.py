@@ -88,6 +88,23 @@ class RollbackBody(Body):
     reason: Text | None = None
 
 
+class TokenBody(Body):
+    name: Name
+    role: Name  # reader, writer, maintainer or admin (the operation names them when wrong)
+    lines: Annotated[list[Name], Field(max_length=1000)] | None = None  # line globs
+
+
+class ProtectBody(Body):
+    channel: Name
+    role: Name = "maintainer"
+
+
+class WebhookBody(Body):
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+    secret_env: Name  # the name of the registry process's variable, never the secret
+    events: Annotated[list[Name], Field(max_length=100)] | None = None
+
+
 class MissingBody(Body):
     ids: Annotated[list[Id64], Field(max_length=MAX_IDS)]
 
