@@ -50,6 +50,16 @@ REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "record_feedback": ("mint.traces.records", "record_feedback"),
     "write_traces": ("mint.traces.records", "write_traces"),
     "dataset_show": ("mint.traces.export", "dataset_show"),
+    "token_create": ("mint.team.tokens", "token_create"),
+    "token_ls": ("mint.team.tokens", "token_ls"),
+    "token_revoke": ("mint.team.tokens", "token_revoke"),
+    "protect": ("mint.team.protection", "protect"),
+    "unprotect": ("mint.team.protection", "unprotect"),
+    "protected_ls": ("mint.team.protection", "protected_ls"),
+    "webhook_add": ("mint.team.webhooks", "webhook_add"),
+    "webhook_ls": ("mint.team.webhooks", "webhook_ls"),
+    "webhook_rm": ("mint.team.webhooks", "webhook_rm"),
+    "webhook_deliveries": ("mint.team.webhooks", "webhook_deliveries"),
 }
 
 

@@ -34,6 +34,18 @@ from mint.remote.reads import (
     tag_list,
 )
 from mint.remote.repo import RemoteRepo
+from mint.remote.team_ops import (
+    protect,
+    protected_ls,
+    token_create,
+    token_ls,
+    token_revoke,
+    unprotect,
+    webhook_add,
+    webhook_deliveries,
+    webhook_ls,
+    webhook_rm,
+)
 from mint.remote.traces_ops import (
     dataset_show,
     record_feedback,
@@ -63,6 +75,8 @@ __all__ = [
     "log",
     "ls",
     "promote",
+    "protect",
+    "protected_ls",
     "record_evaluation",
     "record_feedback",
     "resolve",
@@ -73,8 +87,16 @@ __all__ = [
     "tag_delete",
     "tag_list",
     "latest_evaluation",
+    "token_create",
+    "token_ls",
+    "token_revoke",
     "traces_export",
     "traces_ls",
+    "unprotect",
+    "webhook_add",
+    "webhook_deliveries",
+    "webhook_ls",
+    "webhook_rm",
     "write_traces",
 ]
 
