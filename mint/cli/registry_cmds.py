@@ -1,5 +1,6 @@
 """`mint registry`: serve a repository as a registry, and manage its tokens and protected
-channels. Every command here runs where the repository is (its database and store)."""
+channels. `serve` runs where the repository is (its database and store); the rest work there
+or, with `--repo URL` and an admin's token, through the registry."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ MOVE_ROLES = click.Choice(["writer", "maintainer", "admin"])
 
 
 def local_repo(ctx):
-    """The repository itself: these commands never act through a registry URL."""
+    """The repository itself: `serve` never acts through a registry URL."""
     from mint.errors import LocalOnly
     from mint.repo import Repo
 
     repo = ctx.repo()
     if not isinstance(repo, Repo):
-        raise LocalOnly("mint registry")
+        raise LocalOnly("mint registry serve")
     return repo
 
 
@@ -114,7 +115,7 @@ def token() -> None:
 @click.pass_obj
 def token_create(ctx, name: str, role: str, lines: tuple[str, ...], as_json: bool) -> None:
     """Make a token NAME; it is printed this once (only its hash is kept)."""
-    made = api.token_create(local_repo(ctx), name, role, list(lines), by=current_user())
+    made = api.token_create(ctx.repo(), name, role, list(lines), by=current_user())
     if as_json:
         return emit_json(made)
     echo(made.token)
@@ -126,7 +127,7 @@ def token_create(ctx, name: str, role: str, lines: tuple[str, ...], as_json: boo
 @click.pass_obj
 def token_ls(ctx, as_json: bool) -> None:
     """Every token (never its secret), revoked ones marked."""
-    items = api.token_ls(local_repo(ctx))
+    items = api.token_ls(ctx.repo())
     if as_json:
         return emit_json(items)
     rows = [
@@ -149,7 +150,7 @@ def token_ls(ctx, as_json: bool) -> None:
 @click.pass_obj
 def token_revoke(ctx, name: str, as_json: bool) -> None:
     """Revoke the token NAME at once (its name stays taken)."""
-    info = api.token_revoke(local_repo(ctx), name)
+    info = api.token_revoke(ctx.repo(), name)
     emit_json(info) if as_json else echo(f"revoked token {safe(info.name)}")
 
 
@@ -161,7 +162,7 @@ def token_revoke(ctx, name: str, as_json: bool) -> None:
 def protect(ctx, channel: str, role: str, as_json: bool) -> None:
     """Moving CHANNEL (on any line) needs ROLE; forcing it needs admin; approvals for it count
     only from others than the commit's author and pusher."""
-    p = api.protect(local_repo(ctx), channel, role, by=current_user())
+    p = api.protect(ctx.repo(), channel, role, by=current_user())
     emit_json(p) if as_json else echo(f"{p.channel} is protected: moving it needs {p.role}")
 
 
@@ -171,7 +172,7 @@ def protect(ctx, channel: str, role: str, as_json: bool) -> None:
 @click.pass_obj
 def unprotect(ctx, channel: str, as_json: bool) -> None:
     """CHANNEL moves for writers again."""
-    was = api.unprotect(local_repo(ctx), channel)
+    was = api.unprotect(ctx.repo(), channel)
     if as_json:
         return emit_json({"channel": channel, "was": was})
     echo(
@@ -184,7 +185,7 @@ def unprotect(ctx, channel: str, as_json: bool) -> None:
 @click.pass_obj
 def protected(ctx, as_json: bool) -> None:
     """The protected channels and the role each needs."""
-    items = api.protected_ls(local_repo(ctx))
+    items = api.protected_ls(ctx.repo())
     if as_json:
         return emit_json(items)
     rows = [[p.channel, p.role, p.created_at[:19], p.created_by] for p in items]

@@ -1,7 +1,7 @@
 """`mint registry webhook`: POST every ref move, signed, to URLs (docs/webhooks.md).
 
-Like the rest of `mint registry`, these run where the repository is; `mint registry serve`
-delivers.
+These run where the repository is, or with `--repo URL` and an admin's token through the
+registry; `mint registry serve` delivers.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import click
 from mint import api
 from mint.cli._common import current_user, json_option
 from mint.cli._output import echo, emit_json, safe, table, warn
-from mint.cli.registry_cmds import local_repo
 
 
 @click.group()
@@ -27,7 +26,8 @@ def webhook() -> None:
     "--secret-env",
     required=True,
     metavar="NAME",
-    help="The environment variable of `mint registry serve` that holds the signing secret.",
+    help="The environment variable of `mint registry serve` that holds the signing secret "
+    "(through a registry: one named MINT_WEBHOOK_*).",
 )
 @click.option(
     "--events",
@@ -40,8 +40,8 @@ def webhook() -> None:
 def webhook_add(ctx, url: str, secret_env: str, events: str | None, as_json: bool) -> None:
     """POST the events from now on to URL, signed with the secret in $NAME."""
     kinds = [e.strip() for e in events.split(",") if e.strip()] if events else None
-    hook = api.webhook_add(local_repo(ctx), url, secret_env, kinds, by=current_user())
-    if not os.environ.get(hook.secret_env):
+    hook = api.webhook_add(ctx.repo(), url, secret_env, kinds, by=current_user())
+    if not ctx.is_remote and not os.environ.get(hook.secret_env):
         warn(
             f"warning: {hook.secret_env} is not set here; `mint registry serve` needs it in "
             "its environment to sign, or deliveries fail"
@@ -56,7 +56,7 @@ def webhook_add(ctx, url: str, secret_env: str, events: str | None, as_json: boo
 @click.pass_obj
 def webhook_ls(ctx, as_json: bool) -> None:
     """Every webhook (never a secret), removed ones marked."""
-    hooks = api.webhook_ls(local_repo(ctx))
+    hooks = api.webhook_ls(ctx.repo())
     if as_json:
         return emit_json(hooks)
     rows = [
@@ -79,7 +79,7 @@ def webhook_ls(ctx, as_json: bool) -> None:
 @click.pass_obj
 def webhook_rm(ctx, hook_id: int, as_json: bool) -> None:
     """Remove the webhook ID: nothing more is sent to it."""
-    hook = api.webhook_rm(local_repo(ctx), hook_id)
+    hook = api.webhook_rm(ctx.repo(), hook_id)
     emit_json(hook) if as_json else echo(f"removed webhook {hook.id} ({safe(hook.url)})")
 
 
@@ -90,7 +90,7 @@ def webhook_rm(ctx, hook_id: int, as_json: bool) -> None:
 @click.pass_obj
 def webhook_deliveries(ctx, hook_id: int | None, limit: int, as_json: bool) -> None:
     """The newest deliveries (of the webhook ID, or of all): pending, delivered or failed."""
-    items = api.webhook_deliveries(local_repo(ctx), hook_id, limit)
+    items = api.webhook_deliveries(ctx.repo(), hook_id, limit)
     if as_json:
         return emit_json(items)
     rows = [
