@@ -10,7 +10,7 @@ compare-and-swap, fast-forward only unless forced. The wire format is in docs/re
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
 
@@ -27,21 +27,52 @@ from mint.errors import (
     MissingObjects,
     NotFastForward,
     RefConflict,
+    RefExists,
     RevisionNotFound,
     WrongKind,
 )
 from mint.gates.contracts import contract_row, receive_contract
 from mint.gates.evaluations import evaluation_values
-from mint.ids import Action, Kind, iso, utcnow
+from mint.ids import Action, Kind, RefKind, iso, utcnow
 from mint.refs import RefsContainer, check_name
+from mint.refs.tags import tag_in
 from mint.repo import Repo
 from mint.wire import commit_wire as wire_form
+
+
+@dataclass(frozen=True)
+class HeadMove:
+    """Move LINE's head from OLD (None: a new line) to NEW, by compare-and-swap."""
+
+    line: str
+    old: str | None
+    new: str
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class HeadMoved:
+    line: str
+    old: str | None
+    new: str
+    head: str | None  # where the head is now
+    result: str  # moved | conflict (it was not at OLD) | not-fast-forward
+
+
+@dataclass(frozen=True)
+class TagMade:
+    tag: str  # LINE@TAG
+    target: str
+    there: str | None  # where the tag points now (None: nowhere)
+    result: str  # created | present (already at TARGET) | elsewhere (kept where it was)
 
 
 @dataclass(frozen=True)
 class ImportResult:
     stored: list[str]  # commit ids recorded by this import
     present: list[str]  # commit ids that were already here
+    heads: list[HeadMoved] = field(default_factory=list)
+    tags: list[TagMade] = field(default_factory=list)
 
 
 # --- what to send ------------------------------------------------------------------
@@ -155,9 +186,16 @@ LOCAL = Admission()
 
 
 def import_objects(
-    repo: Repo, payload: dict, *, pushed_by: str | None, admission: Admission | None = None
+    repo: Repo,
+    payload: dict,
+    *,
+    pushed_by: str | None,
+    admission: Admission | None = None,
+    heads: list[HeadMove] | None = None,
+    tags: list[tuple[str, str, str | None]] | None = None,
 ) -> ImportResult:
-    """Record the bases, commits and evaluations of PAYLOAD that are not here yet.
+    """Record the bases, commits and evaluations of PAYLOAD that are not here yet, then make
+    the HEADS moves and create the TAGS ((LINE@TAG, target, message)) in the same transaction.
 
     Every commit is checked first (see mint.arriving); all of it is then checked
     against what is here and recorded in one transaction, which also finds every blob the
@@ -175,7 +213,51 @@ def import_objects(
         stored, present = _receive_commits(repo, conn, commits, admission)
         for ev in evaluations:
             _receive_evaluation(conn, ev, admission)
-    return ImportResult(stored, present)
+        by = admission.by or "fetch"
+        moved = [_push_head(conn, m, admission, by) for m in heads or []]
+        made = [_push_tag(conn, *t, admission, by) for t in tags or []]
+    return ImportResult(stored, present, moved, made)
+
+
+def _push_head(conn, m: HeadMove, admission: Admission, by: str) -> HeadMoved:
+    """M, made in the import's transaction. A head that moved meanwhile, or that NEW does not
+    descend from (unless forced), is reported, not raised: the objects are stored anyway, and
+    the other lines move. A set's head needs the sender to reach every member's line."""
+    admission.check_line(m.line)
+    for line in member_lines(conn, m.new):
+        admission.check_line(line)
+    try:
+        with conn.begin_nested():
+            move_head_in(conn, m.line, m.old, m.new, force=m.force, by=by)
+        result = "moved"
+    except RefConflict:
+        result = "conflict"
+    except NotFastForward:
+        result = "not-fast-forward"
+    return HeadMoved(m.line, m.old, m.new, RefsContainer(conn).head(m.line), result)
+
+
+def _push_tag(
+    conn, ref: str, target: str, message: str | None, admission: Admission, by: str
+) -> TagMade:
+    """Tag REF (LINE@TAG) at TARGET unless it exists: a tag never moves by a push."""
+    line, at, name = ref.partition("@")
+    if not at:
+        raise InvalidObject(f"a pushed tag is LINE@TAG, not {received.shown(ref)}")
+    admission.check_line(line)
+    for member_line in member_lines(conn, target):
+        admission.check_line(member_line)
+    existing = RefsContainer(conn).get(line, name)
+    if existing is not None and existing.kind == RefKind.TAG:
+        kept = "present" if existing.target == target else "elsewhere"
+        return TagMade(ref, target, existing.target, kept)
+    try:
+        with conn.begin_nested():
+            tag_in(conn, ref, target, by=by, message=message)
+    except (RefExists, RefConflict):  # made by another push meanwhile
+        now = RefsContainer(conn).get(line, name)
+        return TagMade(ref, target, now.target if now else None, "elsewhere")
+    return TagMade(ref, target, target, "created")
 
 
 def _receive_base(conn, wire: object) -> None:
@@ -347,21 +429,26 @@ def move_head(repo: Repo, line: str, old: str | None, new: str, *, force: bool, 
     """Point LINE at NEW if it is still at OLD (None: the line is new); NEW must descend from
     OLD unless FORCE. The refs container moves it by compare-and-swap and logs it in
     ref_history as a head move."""
-    check_name("line", line)
     with repo.db.write() as conn:
-        row = rows.commit_row(conn, new)
-        if row.line != line:
-            raise WrongKind(f"{new[:12]} is a commit of line {row.line}, not {line}")
-        refs = RefsContainer(conn)
-        head = refs.head(line)
-        if head != old:
-            raise RefConflict(f"line {line}", old, head)
-        if head == new:
-            return
-        if head is not None and not force and not is_ancestor(conn, head, new):
-            raise NotFastForward(line, head, new)
-        action = Action.FORCE if force and head is not None else Action.PUSH
-        refs.move_head(line, Kind(row.kind), head, new, by=by, action=action)
+        move_head_in(conn, line, old, new, force=force, by=by)
+
+
+def move_head_in(conn, line: str, old: str | None, new: str, *, force: bool, by: str) -> None:
+    """`move_head` in the caller's transaction (CONN)."""
+    check_name("line", line)
+    row = rows.commit_row(conn, new)
+    if row.line != line:
+        raise WrongKind(f"{new[:12]} is a commit of line {row.line}, not {line}")
+    refs = RefsContainer(conn)
+    head = refs.head(line)
+    if head != old:
+        raise RefConflict(f"line {line}", old, head)
+    if head == new:
+        return
+    if head is not None and not force and not is_ancestor(conn, head, new):
+        raise NotFastForward(line, head, new)
+    action = Action.FORCE if force and head is not None else Action.PUSH
+    refs.move_head(line, Kind(row.kind), head, new, by=by, action=action)
 
 
 def is_ancestor(conn, ancestor: str, descendant: str) -> bool:
@@ -372,6 +459,13 @@ def is_ancestor(conn, ancestor: str, descendant: str) -> bool:
     anc = anc.union(sa.select(cp.c.parent_id).join(anc, cp.c.commit_id == anc.c.id))
     q = sa.select(anc.c.id).where(anc.c.id == ancestor).limit(1)
     return conn.execute(q).first() is not None
+
+
+def line_heads(conn, names: list[str]) -> dict[str, str | None]:
+    """Where each line of NAMES has its head (None: no such line, or no commit yet)."""
+    q = sa.select(s.lines.c.name, s.lines.c.head).where(s.lines.c.name.in_(names))
+    found = dict(conn.execute(q).tuples().all())
+    return {name: found.get(name) for name in names}
 
 
 def line_head(repo: Repo, line: str) -> str | None:

@@ -5,7 +5,8 @@ Results travel as `mint.jsonable.to_jsonable` renders them (each field under its
 dataclass's own type hints, so a field added to `mint.objects` needs no change here.
 
 Commits travel in one form, `commit_wire`, whose keys are `COMMIT_KEYS`; a push and a fetch
-write it here and `mint.arriving.new_commit` checks it on the way in.
+write it here and `mint.arriving.new_commit` checks it on the way in. Blobs travel many to a
+request as a pack: `pack_header`, then their bytes (read by `mint.registry.upload`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import json
 import types
 import typing
 from typing import TYPE_CHECKING, Any
@@ -124,3 +126,15 @@ def commit_wire(c: NewCommit | CommitDetail) -> dict:
         ],
         "members": [[str(m.role), m.label, m.commit_id, m.requested] for m in c.members],
     }
+
+
+# --- blob packs -------------------------------------------------------------------------
+
+PACK_TYPE = "application/x-mint-pack"
+
+
+def pack_header(blobs: list[tuple[str, int]]) -> bytes:
+    """The first line of a pack of BLOBS ((id, size) each): JSON `{"blobs": [[id, size], ...]}`
+    and a newline; each blob's bytes follow it in that order, nothing between them."""
+    header = {"blobs": [[blob_id, size] for blob_id, size in blobs]}
+    return json.dumps(header, separators=(",", ":")).encode() + b"\n"

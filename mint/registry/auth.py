@@ -1,9 +1,18 @@
 """Who a request acts as, and what it may do: FastAPI dependencies over `tokens` and
 `protection`. Routes declare the role they need (`Reader`, `Writer`, …) and check lines and
-channel moves with the helpers here before calling the operation."""
+channel moves with the helpers here before calling the operation.
+
+A token is checked once per request, and a good one is remembered for TOKEN_TTL seconds
+(`TokenCache`, keyed by the token's sha256, never the secret), so that a push's requests do
+not each read the tokens table. A revoked token is therefore refused within TOKEN_TTL
+seconds by every replica (a revoke made through this process may `TokenCache.clear` it).
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Annotated, TypeVar
 
@@ -14,7 +23,7 @@ from mint.errors import Forbidden
 from mint.registry import queries
 from mint.repo import Repo
 from mint.team.protection import is_protected, move_role
-from mint.team.tokens import Access, Identity, authenticate
+from mint.team.tokens import Access, Identity, authenticate, token_hash
 
 T = TypeVar("T")
 
@@ -25,11 +34,67 @@ def repo_of(request: Request) -> Repo:
     return request.app.state.repo
 
 
+TOKEN_TTL = 5.0  # seconds a good token is believed without reading the tokens table
+TOKEN_CACHE = 10_000  # tokens remembered at most (the least recently used go first)
+
+
+class TokenCache:
+    """Identities of tokens found good, by the sha256 of the token, for TTL seconds each; at
+    most SIZE of them. Unknown and revoked tokens are never remembered."""
+
+    def __init__(self, ttl: float = TOKEN_TTL, size: int = TOKEN_CACHE):
+        self.ttl, self.size = ttl, size
+        self._found: OrderedDict[str, tuple[float, Identity]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def identity(self, repo: Repo, secret: str | None) -> Identity:
+        """SECRET's identity (`tokens.authenticate`), from here while it is fresh."""
+        if not secret:
+            return authenticate(repo, secret)
+        key, now = token_hash(secret), time.monotonic()
+        with self._lock:
+            found = self._found.get(key)
+            if found is not None and now - found[0] < self.ttl:
+                self._found.move_to_end(key)
+                return found[1]
+        who = authenticate(repo, secret)
+        with self._lock:
+            self._found[key] = (now, who)
+            self._found.move_to_end(key)
+            while len(self._found) > self.size:
+                self._found.popitem(last=False)
+        return who
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def clear(self) -> None:
+        """Forget every token (this process revoked one: it is refused from the next request)."""
+        with self._lock:
+            self._found.clear()
+
+
+def token_cache(app) -> TokenCache:
+    """The application's token cache, made on first use."""
+    cache = getattr(app.state, "token_cache", None)
+    if cache is None:
+        with _made:
+            cache = getattr(app.state, "token_cache", None)
+            if cache is None:
+                cache = app.state.token_cache = TokenCache()
+    return cache
+
+
+_made = threading.Lock()
+
+
 def identity(
     request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
 ) -> Identity:
-    """The token's identity; 401 without a token or with an unknown or revoked one."""
-    return authenticate(repo_of(request), credentials.credentials if credentials else None)
+    """The token's identity; 401 without a token or with an unknown or revoked one. Checked
+    once per request (FastAPI resolves a dependency once), through the `TokenCache`."""
+    secret = credentials.credentials if credentials else None
+    return token_cache(request.app).identity(repo_of(request), secret)
 
 
 def requires(role: Access) -> Callable[..., Identity]:

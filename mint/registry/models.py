@@ -15,6 +15,7 @@ from mint.received import UNSTORABLE_TEXT
 
 HEX64 = r"^[0-9a-f]{64}$"
 MAX_IDS = 10_000
+MAX_LINES = 1000  # lines one push names
 
 Rev = Annotated[str, StringConstraints(min_length=1, max_length=500)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=100)]
@@ -107,6 +108,7 @@ class WebhookBody(Body):
 
 class MissingBody(Body):
     ids: Annotated[list[Id64], Field(max_length=MAX_IDS)]
+    lines: Annotated[list[Name], Field(max_length=MAX_LINES)] | None = None  # their heads too
 
 
 class HeadBody(Body):
@@ -115,16 +117,33 @@ class HeadBody(Body):
     force: bool = False
 
 
+class LineMove(Body):
+    line: Name
+    old: Id64 | None
+    new: Id64
+    force: bool = False
+
+
+class PushedTag(Body):
+    tag: Annotated[str, StringConstraints(min_length=3, max_length=201)]  # LINE@TAG
+    rev: Id64
+    message: Text | None = None
+
+
 class ObjectsBody(Body):
-    """The wire format of `mint.transfer` (see docs/registry-api.md); checked there."""
+    """The wire format of `mint.transfer` (see docs/registry-api.md); checked there. HEADS
+    move and TAGS are made in the import's transaction, once the objects are stored."""
 
     bases: list[dict[str, Any]] = []
     commits: list[dict[str, Any]] = []
     evaluations: list[dict[str, Any]] = []
+    heads: Annotated[list[LineMove], Field(max_length=MAX_LINES)] = []
+    tags: Annotated[list[PushedTag], Field(max_length=MAX_IDS)] = []
 
 
 class MissingBlobs(BaseModel):
     missing: list[str]
+    heads: dict[str, str | None] | None = None  # asked for with `lines`; null: no such line
 
 
 class StoredBlob(BaseModel):
@@ -133,14 +152,35 @@ class StoredBlob(BaseModel):
     written: bool  # False: a good copy was already there
 
 
+class StoredPack(BaseModel):
+    blobs: list[StoredBlob]
+
+
 class HeadMoved(BaseModel):
     line: str
     head: str
 
 
+class HeadResult(BaseModel):
+    line: str
+    old: str | None
+    new: str
+    head: str | None  # where it is now
+    result: str  # moved | conflict (it was not at old) | not-fast-forward
+
+
+class TagResult(BaseModel):
+    tag: str
+    target: str
+    there: str | None  # where the tag points now
+    result: str  # created | present | elsewhere (a tag never moves by a push)
+
+
 class Imported(BaseModel):
     stored: list[str]
     present: list[str]
+    heads: list[HeadResult] = []
+    tags: list[TagResult] = []
 
 
 class Resolved(BaseModel):

@@ -15,12 +15,12 @@ from fastapi.responses import FileResponse, RedirectResponse, Response, Streamin
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from mint import possession
-from mint.registry.auth import Reader, RepoDep, Writer, check_blob
-from mint.registry.models import HEX64, MissingBlobs, MissingBody, StoredBlob
+from mint import possession, transfer
+from mint.registry.auth import Reader, RepoDep, Writer, check_blob, check_line
+from mint.registry.models import HEX64, MissingBlobs, MissingBody, StoredBlob, StoredPack
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES
-from mint.registry.upload import receive_blob, verified_chunks
+from mint.registry.upload import PackReader, pack_header, receive_blob, verified_chunks
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["blobs"])
 
@@ -50,16 +50,25 @@ def redirect(url: str, headers: dict | None = None) -> Response:
 def missing(repo: RepoDep, who: Writer, body: MissingBody) -> MintJSON:
     """The ids of BODY that the store lacks, in the order given. For a token limited to lines,
     also the stored ones it may not read and has not uploaded: a push may name those only once
-    it has sent their bytes (mint.possession), so an honest client uploads them."""
+    it has sent their bytes (mint.possession), so an honest client uploads them.
+
+    With `lines`, also where each of those lines' heads is (null: no such line), so that a
+    push plans what to send from this one answer."""
     wanted = list(dict.fromkeys(body.ids))
     absent = {i for i in wanted if not repo.store.has(i)}
-    if who.lines is not None:
+    for line in body.lines or []:
+        check_line(who, line)
+    heads = None
+    if who.lines is not None or body.lines is not None:
         with repo.db.read() as conn:
-            stored = [i for i in wanted if i not in absent]
-            absent.update(
-                possession.unproven(conn, stored, token=who.name, may_read=who.may_touch)
-            )
-    return answer({"missing": [i for i in wanted if i in absent]})
+            if who.lines is not None:
+                stored = [i for i in wanted if i not in absent]
+                absent.update(
+                    possession.unproven(conn, stored, token=who.name, may_read=who.may_touch)
+                )
+            if body.lines is not None:
+                heads = transfer.line_heads(conn, body.lines)
+    return answer({"missing": [i for i in wanted if i in absent], "heads": heads})
 
 
 @router.get(
@@ -106,6 +115,37 @@ async def upload(blob_id: BlobPath, request: Request, who: Writer) -> MintJSON:
     return answer(result, 201 if result.written else 200)
 
 
-def _grant(repo, token: str, blob_id: str) -> None:
+@router.post(
+    "/blobs/pack",
+    response_model=StoredPack,
+    openapi_extra={"requestBody": {**_BINARY, "required": True}},
+)
+async def upload_pack(request: Request, who: Writer) -> MintJSON:
+    """Store many blobs sent in one body: a header line of JSON, `{"blobs": [[id, size],
+    ...]}`, then each blob's bytes in that order (mint.registry.upload). The header is checked
+    before a blob is read: a malformed one, a size over the blob limit (413) or a body of
+    another length than it announces stores nothing. Each blob is then stored once its bytes
+    hash to its id; the first that does not ends the upload (422), nothing of it stored. As
+    with a PUT, every blob's bytes are hashed, stored already or not, and for a token limited
+    to lines each is recorded as uploaded by it (mint.possession)."""
+    if "content-length" not in request.headers:
+        raise HTTPException(411, "an upload needs a Content-Length")
+    repo = request.app.state.repo
+    reader = PackReader(request.stream())
+    line = await reader.header_line()
+    size = int(request.headers["content-length"])  # BodyLimit refused one that is no number
+    entries = pack_header(line, size, request.app.state.limits.blob)
+    stored = []
+    try:
+        for blob_id, blob_size in entries:
+            stored.append(await receive_blob(repo, reader.take(blob_size), blob_id))
+    finally:
+        if who.lines is not None and stored:
+            await run_in_threadpool(_grant, repo, who.name, *[r.id for r in stored])
+    return answer({"blobs": stored})
+
+
+def _grant(repo, token: str, *blob_ids: str) -> None:
     with repo.db.write() as conn:
-        possession.grant(conn, token, blob_id)
+        for blob_id in blob_ids:
+            possession.grant(conn, token, blob_id)

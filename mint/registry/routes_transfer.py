@@ -33,20 +33,34 @@ class LineObjects(BaseModel):
 def receive_objects(repo: RepoDep, who: Writer, body: ObjectsBody) -> MintJSON:
     """Record commits (ids recomputed), the bases they are bound to and their evaluations;
     every blob they name must be stored already. The pusher is recorded beside each author.
+    Then, in the same transaction, move each line of `heads` from OLD to NEW by
+    compare-and-swap (fast-forward only unless forced: a maintainer's) and make each tag of
+    `tags` that does not exist; a head that moved meanwhile, or a tag held elsewhere, is
+    reported in the answer and stays where it is.
 
     Everything is checked inside the import's one transaction, as the local commands check
     it: the token must reach the line of every commit, of every set member and of every
     evaluated commit, and only an admin adds a contract version."""
+    if any(m.force for m in body.heads):
+        need(who, Access.MAINTAINER, "force a line head")
+    for line in [m.line for m in body.heads] + [t.tag.partition("@")[0] for t in body.tags]:
+        check_line(who, line)
     admission = transfer.Admission(
         by=who.name,
         check_line=lambda line: check_line(who, line),
         add_contracts=who.role.allows(Access.ADMIN),
         reads_line=who.may_touch if who.lines is not None else None,
     )
+    payload = body.model_dump(include={"bases", "commits", "evaluations"})
     result = transfer.import_objects(
-        repo, body.model_dump(), pushed_by=who.name, admission=admission
+        repo,
+        payload,
+        pushed_by=who.name,
+        admission=admission,
+        heads=[transfer.HeadMove(m.line, m.old, m.new, m.force) for m in body.heads],
+        tags=[(t.tag, t.rev, t.message) for t in body.tags],
     )
-    return answer({"stored": result.stored, "present": result.present})
+    return answer(result)
 
 
 @router.post("/lines/{line:path}/head", response_model=HeadMoved)

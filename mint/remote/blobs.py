@@ -12,6 +12,8 @@ from mint.commits.files import write_tree
 from mint.remote.http import Client
 
 MISSING_BATCH = 10_000  # the most ids POST /blobs/missing takes at once
+PACK_BYTES = 1 << 30  # blob bytes one pack request carries (a bigger blob goes alone)
+PACK_BLOBS = 10_000  # blobs one pack carries (the registry's bound)
 
 
 class Progress:
@@ -44,22 +46,49 @@ def missing(client: Client, ids: list[str]) -> list[str]:
     return out
 
 
+def missing_and_heads(
+    client: Client, ids: list[str], lines: list[str]
+) -> tuple[list[str], dict[str, str | None]]:
+    """The ids among IDS (at most MISSING_BATCH) that the registry lacks, and where the heads
+    of LINES are there (None: no such line), in one request."""
+    got = client.post("/blobs/missing", {"ids": ids, "lines": lines})
+    return got["missing"], got["heads"]
+
+
 def upload(
-    client: Client, sources: dict[str, tuple[Path, int]], progress: Progress | None = None
+    client: Client,
+    sources: dict[str, tuple[Path, int]],
+    progress: Progress | None = None,
+    *,
+    absent: list[str] | None = None,
 ) -> Sent:
-    """Send each blob of SOURCES (id -> (local file, size)) that the registry lacks."""
-    todo = [b for b in missing(client, sorted(sources)) if b in sources]
+    """Send each blob of SOURCES (id -> (local file, size)) that the registry lacks: ABSENT
+    when already asked (`missing`), else asked here. They go as packs, one request for up to
+    PACK_BYTES of them, streamed from their files."""
+    absent = missing(client, sorted(sources)) if absent is None else absent
+    todo = [b for b in dict.fromkeys(absent) if b in sources]
     progress = progress or Progress()
     total = sum(sources[b][1] for b in todo)
     progress.start(total, len(todo))
     try:
-        for blob_id in todo:
-            path, size = sources[blob_id]
-            client.put_blob(blob_id, path, size, advance=progress.advance)
-            progress.blob_done(blob_id)
+        for pack in _packs([(b, *sources[b]) for b in todo]):
+            client.post_pack(pack, advance=progress.advance, done=progress.blob_done)
     finally:
         progress.finish()
     return Sent(len(todo), total)
+
+
+def _packs(blobs: list[tuple[str, Path, int]]) -> list[list[tuple[str, Path, int]]]:
+    """BLOBS in packs of at most PACK_BYTES and PACK_BLOBS (a bigger blob alone), in order."""
+    packs: list[list[tuple[str, Path, int]]] = []
+    size = 0
+    for blob in blobs:
+        if not packs or size + blob[2] > PACK_BYTES or len(packs[-1]) >= PACK_BLOBS:
+            packs.append([])
+            size = 0
+        packs[-1].append(blob)
+        size += blob[2]
+    return packs
 
 
 def download_files(

@@ -14,6 +14,7 @@ import httpx
 
 from mint import __version__
 from mint import errors as e
+from mint.wire import PACK_TYPE, pack_header
 
 API = "/api/v1"
 CHUNK = 1024 * 1024
@@ -76,6 +77,37 @@ class Client:
         headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
         r = self._send("PUT", f"/blobs/{blob_id}", content=chunks(), headers=headers)
         return r.status_code == 201
+
+    def post_pack(
+        self,
+        blobs: list[tuple[str, str | os.PathLike, int]],
+        advance: Callable | None = None,
+        done: Callable | None = None,
+    ) -> list[dict]:
+        """Stream BLOBS ((id, file, size) each) as one pack (`mint.wire.pack_header`, then the
+        bytes), calling ADVANCE with each chunk's length and DONE with each blob's id once it
+        is sent. Returns the registry's {id, size, written} for each."""
+        header = pack_header([(blob_id, size) for blob_id, _, size in blobs])
+
+        def chunks() -> Iterator[bytes]:
+            yield header
+            for blob_id, path, size in blobs:
+                with open(path, "rb") as f:
+                    left = size
+                    while left and (chunk := f.read(min(CHUNK, left))):
+                        left -= len(chunk)
+                        yield chunk
+                        if advance:
+                            advance(len(chunk))
+                if left:
+                    raise e.InvalidObject(f"{path} is {size - left} bytes, not {size}: changed")
+                if done:
+                    done(blob_id)
+
+        length = len(header) + sum(size for _, _, size in blobs)
+        headers = {"Content-Length": str(length), "Content-Type": PACK_TYPE}
+        r = self._send("POST", "/blobs/pack", content=chunks(), headers=headers)
+        return r.json()["blobs"]
 
     def download(self, blob_id: str, dest: str | os.PathLike) -> int:
         """Write blob BLOB_ID to the new file DEST, hashing it on the way; a blob whose bytes

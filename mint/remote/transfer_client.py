@@ -1,12 +1,14 @@
 """push, fetch and clone: commits between a local repository and a registry, the git way.
 
-Push sends the blobs the registry lacks (asked in one batch, streamed, hashed on arrival by
-the registry), then the commit objects (whose ids it recomputes) with their bases and
-evaluations, then moves each line head by compare-and-swap from where the registry had it:
-fast-forward only, unless forced. Fetch does the same the other way: blobs first, put in the
-local store (durable before any metadata refers to them), then the objects, then a local head
-that fast-forwards; a line that has diverged is left alone. Tags travel and never move;
-channels never travel: fetch reports where they stand.
+Push takes three requests: which blobs the registry lacks and where its heads of the pushed
+lines are (one answer); those blobs, streamed as one pack (hashed on arrival by the
+registry); and the commit objects (whose ids it recomputes) with their bases and evaluations,
+together with each line head's move by compare-and-swap from where the registry had it
+(fast-forward only, unless forced) and the tags, in the registry's one transaction. Fetch does
+the same the other way: blobs first, put in the local store (durable before any metadata
+refers to them), then the objects, then a local head that fast-forwards; a line that has
+diverged is left alone. Tags travel and never move; channels never travel: fetch reports
+where they stand.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from mint.errors import (
     InvalidObject,
     NotFastForward,
     PushRejected,
-    RefConflict,
     RefExists,
     RegistryUnreachable,
     RevisionNotFound,
@@ -38,7 +39,14 @@ from mint.refs import RefsContainer, resolve
 from mint.refs.revisions import check_name
 from mint.refs.tags import tag_in
 from mint.remote import reads
-from mint.remote.blobs import Progress, fetch_into_store, upload
+from mint.remote.blobs import (
+    MISSING_BATCH,
+    Progress,
+    fetch_into_store,
+    missing,
+    missing_and_heads,
+    upload,
+)
 from mint.remote.http import segment
 from mint.remote.repo import RemoteRepo
 from mint.repo import Repo
@@ -77,6 +85,12 @@ class _Plan:
     tags: list[tuple[str, str, str | None]]  # (LINE@TAG, target, message)
 
 
+@dataclass(frozen=True)
+class _Tips:
+    tips: list[tuple[str, str, str | None]]  # (line, commit id, tag named or None)
+    blobs: list[str]  # every blob of their history: which the registry lacks is asked at once
+
+
 def push(
     repo: Repo,
     remote: RemoteRepo,
@@ -87,34 +101,65 @@ def push(
     progress: Progress | None = None,
 ) -> PushResult:
     """Push each LINE[@REV] of SPECS to the registry (see the module's docstring)."""
-    plan = _plan(repo, specs, {i.name: i.head for i in reads.ls(remote)}, tags, force)
+    found = _tips(repo, specs)
+    lines = list(dict.fromkeys(line for line, _, _ in found.tips))
     try:
-        sent = upload(remote.client, plan.sources, progress)
-        stored = post_objects(remote, plan.payload)
+        ask = found.blobs if len(found.blobs) <= MISSING_BATCH else []
+        absent, heads = missing_and_heads(remote.client, ask, lines)
+        plan = _plan(repo, found.tips, heads, tags, force)
+        if len(found.blobs) > MISSING_BATCH:  # too many to ask with the heads: ask for these
+            absent = missing(remote.client, sorted(plan.sources))
+        sent = upload(remote.client, plan.sources, progress, absent=absent)
     except RegistryUnreachable as exc:
         raise RegistryUnreachable(
             f"push stopped: {exc}; no line moved on the registry, and pushing again sends "
             "only what is still missing"
         ) from None
-    lines, refused = [], []
+    moves = [
+        transfer.HeadMove(line, old, new, force) for line, old, new, must in plan.moves if must
+    ]
+    try:
+        done = post_objects(remote, plan.payload, heads=moves, tags=plan.tags)
+    except RegistryUnreachable as exc:
+        raise RegistryUnreachable(
+            f"push stopped: {exc}; the lines may or may not have moved on the registry: "
+            "pushing again sends only what is still missing"
+        ) from None
+    moved = {h["line"]: h for h in done["heads"]}
+    pushed, refused = [], []
     for line, old, new, must in plan.moves:
-        try:
-            lines.append(
-                _move(remote, line, old, new, force=force)
-                if must
-                else LinePush(line, old, new, moved=False)
-            )
-        except PushRejected as exc:
-            refused.append(str(exc))
-    created, tag_refused = _push_tags(remote, plan.tags)
+        if not must:
+            pushed.append(LinePush(line, old, new, moved=False))
+        elif moved[line]["result"] == "moved":
+            pushed.append(LinePush(line, old, new, moved=True))
+        else:
+            why = MOVED if moved[line]["result"] == "conflict" else NOT_FF
+            refused.append(str(PushRejected(line, new, moved[line]["head"], why)))
+    created, tag_refused = _tag_results(done["tags"])
     return PushResult(
-        remote.url, lines, len(stored), sent.blobs, sent.bytes, created, refused + tag_refused
+        remote.url,
+        pushed,
+        len(done["stored"]),
+        sent.blobs,
+        sent.bytes,
+        created,
+        refused + tag_refused,
     )
 
 
-def post_objects(remote: RemoteRepo, payload: dict, limit: int | None = None) -> list[str]:
+def post_objects(
+    remote: RemoteRepo,
+    payload: dict,
+    limit: int | None = None,
+    *,
+    heads: list[transfer.HeadMove] | None = None,
+    tags: list[tuple[str, str, str | None]] | None = None,
+) -> dict:
     """Send PAYLOAD's objects in requests of about LIMIT bytes each, in order: the commits
-    a request refers to were stored by an earlier one. Returns the ids stored."""
+    a request refers to were stored by an earlier one. The last request carries the HEADS
+    moves and the TAGS ((LINE@TAG, target, message)), which the registry makes in the
+    transaction that stores its objects. Returns the last answer, with the ids every request
+    stored."""
     limit = limit or OBJECTS_BATCH
     batches, batch, size = [], [], 0
     for c in payload["commits"]:
@@ -124,23 +169,37 @@ def post_objects(remote: RemoteRepo, payload: dict, limit: int | None = None) ->
             batch, size = [], 0
         batch, size = batch + [c], size + n
     batches.append(batch)
+    moves = [{"line": m.line, "old": m.old, "new": m.new, "force": m.force} for m in heads or []]
+    made = [{"tag": ref, "rev": target, "message": message} for ref, target, message in tags or []]
     stored: list[str] = []
+    answer: dict = {"stored": [], "present": [], "heads": [], "tags": []}
     for i, commits in enumerate(batches):
         last = i == len(batches) - 1
         body = {
             "bases": payload["bases"] if i == 0 else [],
             "commits": commits,
             "evaluations": payload["evaluations"] if last else [],
+            "heads": moves if last else [],
+            "tags": made if last else [],
         }
         if any(body.values()):
-            stored += remote.client.post("/objects", body)["stored"]
-    return stored
+            answer = remote.client.post("/objects", body)
+            stored += answer["stored"]
+    return {**answer, "stored": stored}
 
 
-def _plan(repo: Repo, specs: list[str], heads: dict, tags: bool, force: bool) -> _Plan:
-    """What to send: every commit reachable from the specs that the registry lacks."""
+def _tips(repo: Repo, specs: list[str]) -> _Tips:
+    """The commits SPECS name, and every blob of their history."""
     with repo.db.read() as conn:
         tips = [_tip(conn, spec) for spec in specs]
+        history = transfer.reachable(conn, [cid for _, cid, _ in tips], [])
+        blobs = sorted(transfer.blob_sizes(conn, history))
+    return _Tips(tips, blobs)
+
+
+def _plan(repo: Repo, tips: list, heads: dict, tags: bool, force: bool) -> _Plan:
+    """What to send: every commit reachable from TIPS that the registry lacks."""
+    with repo.db.read() as conn:
         have = [h for h in heads.values() if h and _known(conn, h)]
         moves = [(line, heads.get(line), cid) for line, cid, _ in tips]
         moves = [(*m, _needs_move(conn, *m, force=force)) for m in moves]
@@ -203,39 +262,18 @@ def _tags(conn, tips, every: bool) -> list[tuple[str, str, str | None]]:
     return [(ref, target, message) for ref, (target, message) in out.items()]
 
 
-def _move(remote: RemoteRepo, line: str, old: str | None, new: str, *, force: bool) -> LinePush:
-    body = {"old": old, "new": new, "force": force}
-    try:
-        remote.client.post(f"/lines/{segment(line)}/head", body)
-    except (RefConflict, NotFastForward) as exc:
-        now = {i.name: i.head for i in reads.ls(remote)}.get(line)
-        raise PushRejected(
-            line, new, now, MOVED if isinstance(exc, RefConflict) else NOT_FF
-        ) from None
-    return LinePush(line, old, new, moved=True)
-
-
-def _push_tags(remote: RemoteRepo, plan) -> tuple[list[str], list[str]]:
-    """Create the planned tags the registry lacks; one it holds elsewhere is refused."""
-    lines = sorted({ref.partition("@")[0] for ref, _, _ in plan})
-    there = {
-        f"{t.line}@{t.name}": t.target for line in lines for t in reads.tag_list(remote, line)
-    }
+def _tag_results(results: list[dict]) -> tuple[list[str], list[str]]:
+    """The tags the registry made, and one line for each it holds elsewhere."""
     created, refused = [], []
-    for ref, target, message in plan:
-        if there.get(ref, target) != target:
+    for t in results:
+        if t["result"] == "created":
+            created.append(t["tag"])
+        elif t["result"] == "elsewhere":
+            at = t["there"][:12] if t["there"] else "gone"
             refused.append(
-                f"tag {ref} is at {there[ref][:12]} on the registry, not "
-                f"{target[:12]}: a tag there never moves"
+                f"tag {t['tag']} is at {at} on the registry, not {t['target'][:12]}: "
+                "a tag there never moves"
             )
-            continue
-        if ref in there:
-            continue
-        try:
-            remote.client.post("/tags", {"tag": ref, "rev": target, "message": message})
-            created.append(ref)
-        except (RefExists, RefConflict) as exc:  # made by another push meanwhile
-            refused.append(f"{exc} on the registry, not {target[:12]}: a tag there never moves")
     return created, refused
 
 
