@@ -12,6 +12,7 @@ import json
 import shutil
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -139,12 +140,18 @@ def test_health_and_openapi_are_open_everything_else_needs_a_token(env):
     }
 
 
-def test_a_revoked_token_is_refused_at_once_and_secrets_are_never_shown(env):
+def test_a_revoked_token_is_refused_within_seconds_and_secrets_are_never_shown(env):
+    # The registry believes a good token for 5 s (mint.registry.auth.TokenCache): a revoke
+    # made by another process is honoured within that, polled here for up to 15 s.
     secret = create_token(env.root, "temp", "reader", subprocess_cli=True)
     with env.server.client(secret) as client:
         assert client.get("/api/v1/whoami").status_code == 200
         assert cli(env.root, "registry", "token", "revoke", "temp")[0] == 0
-        error_of(client.get("/api/v1/whoami"), 401, "Unauthenticated")
+        deadline = time.monotonic() + 15
+        while (answer := client.get("/api/v1/whoami")).status_code == 200:
+            assert time.monotonic() < deadline, "a revoked token still answered after 15 s"
+            time.sleep(0.2)
+        error_of(answer, 401, "Unauthenticated")
     code, out, _ = cli(env.root, "registry", "token", "ls", "--json")
     listed = {t["name"]: t for t in json.loads(out)}
     assert listed["temp"]["revoked_at"] and listed["writer"]["revoked_at"] is None

@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -301,12 +302,18 @@ def test_tag_at_another_commit_is_refused_in_one_line(sqlite_team, models):
 
 
 class _KillAfterFirstBlob(Progress):
-    def __init__(self, server):
-        self.server, self.sent = server, []
+    """Kills the registry once the first blob of the pack is sent and stored there: a pack
+    cut short keeps the blobs that arrived whole."""
+
+    def __init__(self, server, store):
+        self.server, self.store, self.sent = server, store, []
 
     def blob_done(self, blob_id: str) -> None:
         self.sent.append(blob_id)
         if len(self.sent) == 1:
+            deadline = time.monotonic() + 15
+            while not self.store.has(blob_id) and time.monotonic() < deadline:
+                time.sleep(0.05)
             os.kill(self.server.pid, signal.SIGKILL)
             self.server._process.wait()
 
@@ -317,7 +324,7 @@ def test_server_going_away_mid_push_then_a_retry_completes(sqlite_team, models):
     cid = api.commit(one, "chat", models["a1"], "a1", author="x").id
     blobs = len(api.show(one, cid).files)
     assert blobs >= 2
-    hook = _KillAfterFirstBlob(t.servers[0])
+    hook = _KillAfterFirstBlob(t.servers[0], t.repo.store)
     with pytest.raises(e.RegistryUnreachable, match="push stopped"):
         push(one, RemoteRepo(t.url, t.tokens["wanda"]), ["chat"], progress=hook)
     assert hook.sent and api.ls(t.repo) == []
