@@ -62,7 +62,7 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "ls": ("mint.commits.operations", "ls", _ANY),
     "diff": ("mint.commits.operations", "diff", _ANY),
     "checkout": ("mint.porcelain.files", "checkout", _ONCE),
-    "adapter_config": ("mint.commits.operations", "adapter_config", _LOCAL),
+    "adapter_config": ("mint.porcelain.files", "adapter_config", _ONCE),
     "tag": ("mint.refs.tags", "tag", _ANY),
     "tag_list": ("mint.refs.tags", "tag_list", _ANY),
     "tag_delete": ("mint.refs.tags", "tag_delete", _ANY),
@@ -226,7 +226,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.bases import base_add, base_ls
-    from mint.commits.operations import adapter_config, diff, log, ls, show
+    from mint.commits.operations import diff, log, ls, show
     from mint.commits.operations import resolve_rev as resolve
     from mint.gates.canary import canary_of, canary_start, canary_status, canary_stop
     from mint.gates.contracts import contract_add, contract_ls, contract_show
@@ -246,7 +246,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.maintenance import fsck, gc
     from mint.porcelain.commit import candidates, commit, set_commit, set_derive
     from mint.porcelain.evaluate import evaluate
-    from mint.porcelain.files import checkout, export, set_spec
+    from mint.porcelain.files import adapter_config, checkout, export, set_spec
     from mint.porcelain.improve import improve
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.remote.config import login, remote_add, remote_ls, remote_remove

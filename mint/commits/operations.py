@@ -12,13 +12,9 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits import rows
-from mint.commits.adapter import (
-    CONFIG,
-)
 from mint.commits.safetensors import read_tensor_float
 from mint.errors import (
     BlobMissing,
-    InvalidAdapter,
     WrongKind,
 )
 from mint.faults import crash_point
@@ -155,14 +151,3 @@ def _tensor(repo: Repo, commit: CommitDetail, t: TensorEntry):
     blob = commit.files[t.file].sha256
     repo.store.verify(blob)  # never compute from bytes that are not the committed ones
     return read_tensor_float(repo.store.local_path(blob), t.offset, t.nbytes, t.dtype)
-
-
-def adapter_config(repo: Repo, cid: str) -> dict:
-    """The adapter_config.json recorded with adapter commit CID."""
-    with repo.db.read() as conn:
-        row = rows.commit_row(conn, cid)
-    if row.kind != Kind.ADAPTER:
-        raise WrongKind(f"{cid[:12]} is a {row.kind} commit, not an adapter")
-    if row.config is None:
-        raise InvalidAdapter(cid, f"commit records no {CONFIG}")
-    return row.config

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from mint.backend import Backend, backend_of
-from mint.commits.adapter import WEIGHTS
-from mint.errors import DestinationNotEmpty, InvalidConfig, WrongKind
+from mint.commits.adapter import CONFIG, WEIGHTS
+from mint.errors import DestinationNotEmpty, InvalidAdapter, InvalidConfig, WrongKind
 from mint.ids import CommitId, Kind
 from mint.objects import AdapterFiles, CheckoutResult, CommitDetail, SetSpec
 from mint.sets.layout import layout_items, member_folder
@@ -111,3 +111,13 @@ def _prompt(store, detail: CommitDetail, rel: str) -> str:
         return store.local_path(blob).read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise InvalidConfig(f"prompt {rel} of set {detail.id[:12]} is not UTF-8 text") from None
+
+
+def adapter_config(repo, rev: str) -> dict:
+    """The adapter_config.json recorded with the adapter commit REV names."""
+    d = backend_of(repo).show(rev)
+    if d.kind != Kind.ADAPTER:
+        raise WrongKind(f"{d.id[:12]} is a {d.kind} commit, not an adapter")
+    if d.config is None:
+        raise InvalidAdapter(d.id, f"commit records no {CONFIG}")
+    return d.config
