@@ -1,10 +1,11 @@
 """`RemoteRepo`: a repository that lives behind a registry URL.
 
 Its `backend` (`mint.remote.backend.RemoteBackend`) is what the porcelain and the façade run
-over: one request to the registry for each operation the registry owns. Code that reaches for
-a local repository's database gets one clear error instead of an AttributeError. Its `store` is a local cache of the registry's blobs
-(content-addressed, so one cache serves every registry), where the runtime finds a set's
-weights; without a cache folder, asking for it is that same clear error.
+over: one request to the registry for each operation the registry owns. Code that reaches
+for a local repository's database gets one clear error instead of an AttributeError. Its
+`store` is a local cache of the registry's blobs (content-addressed, so one cache serves every
+registry), where the runtime finds a set's weights; without a cache folder, asking for it is
+that same clear error.
 """
 
 from __future__ import annotations
