@@ -32,10 +32,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from test_follow import Follower, Load, start_follower  # noqa: E402
-
 import _common as c  # noqa: E402
 from support.registry import create_token, running_registry  # noqa: E402
+from support.serving import Load, start_follower  # noqa: E402
+from support.serving import Served as Follower  # noqa: E402
 
 TARGET_P95_S = 1.0
 ME = "bench"
@@ -130,9 +130,9 @@ def measure(repo, sets, followers, load, health, moves: int) -> list[dict]:
 
 
 def run(moves: int = 10, clients: int = 1, max_tokens: int = 8, threads: int = 1) -> dict:
-    import test_follow
+    from support import serving
 
-    test_follow.BODY = {**test_follow.BODY, "max_tokens": max_tokens}
+    serving.BODY = {**serving.BODY, "max_tokens": max_tokens}
     tmp = Path(tempfile.mkdtemp(prefix="mint-bench-follow-", dir=os.environ.get("MINT_BENCH_TMP")))
     followers: list[Follower] = []
     try:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
-import test_runtime_support as support  # noqa: E402  (tests/ is on the path now)
+from support import runtime as support  # noqa: E402  (tests/ is on the path now)
 
 
 def _spec(demo, objects: Path, router: Path):

@@ -66,9 +66,51 @@ def adapter(models, tmp_path):
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory):
     """The trained demo MoL (a base, a router, four specialists), built once per session."""
-    import test_runtime_support
+    from support import runtime
 
-    return test_runtime_support.demo(tmp_path_factory)
+    return runtime.demo(tmp_path_factory)
+
+
+# --- sets and loops shared by several modules (built in support/) -------------
+
+
+@pytest.fixture
+def two_sets(repo, models, tmp_path):
+    """macaron@production holds set v1; v2 (a newer chat expert) is committed beside it."""
+    from support.loop import two_sets
+
+    return two_sets(repo, models, tmp_path)
+
+
+@pytest.fixture
+def loop(repo, models, tmp_path):
+    """macaron's v1 holds staging and production; contract `quality` guards staging with an
+    evaluator and a [live] table. Returns (ids, score_router: router commit, score -> None)."""
+    from support.loop import quality_loop
+
+    return quality_loop(repo, models, tmp_path)
+
+
+@pytest.fixture
+def macaron(tmp_path, tmp_path_factory):
+    """The demo MoL in a repository behind a registry: two sets (two routers), the first on
+    macaron@canary. Yields (repo, registry, reader token, [set ids], demo files)."""
+    from support.registry import create_token, running_registry
+    from support.runtime import commit_demo
+    from support.runtime import demo as demo_files
+
+    files = demo_files(tmp_path_factory)  # not the fixture: these tests need no demo worker
+    repo, _ = api.init(tmp_path / "repo")
+    routers = {"good": files.router, "degraded": files.degraded_router}
+    sets = [
+        ids["set"]
+        for ids in commit_demo(repo, files, tmp_path / "set", routers, by="tester").values()
+    ]
+    api.promote(repo, sets[0], "canary", by="tester")
+    token = create_token(repo.root, "rita", "reader")
+    with running_registry(repo.root) as registry:
+        yield repo, registry, token, sets, files
+    repo.close()
 
 
 # --- running the real CLI in-process ------------------------------------------
@@ -122,6 +164,34 @@ def snapshot(repo) -> tuple:
             for t in schema.metadata.sorted_tables
         )
     return blobs, rows
+
+
+def refused(based, repo, args, expect):
+    """Run the CLI with ARGS: it must fail with one line (EXPECT) and store nothing, not even
+    a temporary file."""
+    before = snapshot(repo)
+    one_line_error(based(*args), expect)
+    assert snapshot(repo) == before
+    assert (
+        not any((repo.store.root / "tmp").glob("*"))
+        if (repo.store.root / "tmp").exists()
+        else True
+    )
+
+
+def assert_whole(repo) -> None:
+    """fsck clean; every line head, tag and channel names a commit whose blobs verify."""
+    report = api.fsck(repo)
+    assert report.ok, report.problems
+    targets = [s.head for s in api.status(repo)]
+    targets += [c for s in api.status(repo) for c in s.channels.values()]
+    targets += [t.target for t in api.tag_list(repo)]
+    for cid in targets:
+        detail = api.show(repo, cid)
+        for f in detail.files.values():
+            repo.store.verify(f.sha256)
+        for m in detail.members:
+            api.show(repo, m.commit_id)
 
 
 def pytest_collection_modifyitems(items):

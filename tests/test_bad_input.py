@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from conftest import one_line_error, snapshot
+from conftest import one_line_error, refused
 
 
 @pytest.fixture
@@ -13,17 +13,6 @@ def based(mint, models):
     assert mint("base", "add", "tiny-llama", models["base"]).code == 0
     assert mint("commit", "chat", models["a1"], "-m", "good").code == 0
     return mint
-
-
-def refused(based, repo, args, expect):
-    before = snapshot(repo)
-    one_line_error(based(*args), expect)
-    assert snapshot(repo) == before
-    assert (
-        not any((repo.store.root / "tmp").glob("*"))
-        if (repo.store.root / "tmp").exists()
-        else True
-    )
 
 
 def weights(folder):

@@ -18,12 +18,12 @@ from mint.runtime.errors import NotServing
 from mint.runtime.loader import SharedBase
 from mint.runtime.server import ServerThread
 
-import test_runtime_support as support
+from support.runtime import adapter_files, make_spec, serving
 
 
 @pytest.fixture(scope="module")
 def spec(demo):
-    return support.make_spec(demo)
+    return make_spec(demo)
 
 
 @pytest.fixture(scope="module")
@@ -166,8 +166,8 @@ def test_a_failing_batch_fails_its_turns_and_the_next_batch_runs():
 
 
 def test_a_turn_finishes_on_the_version_it_was_submitted_to(demo, spec):
-    degraded = support.make_spec(demo, router=support.adapter_files(demo.degraded_router))
-    runtime = support.serving(demo.base, spec, batching=BatchPolicy(window=60, max_batch=2))
+    degraded = make_spec(demo, router=adapter_files(demo.degraded_router))
+    runtime = serving(demo.base, spec, batching=BatchPolicy(window=60, max_batch=2))
     try:
         first = runtime.submit(user("align button center"))
         runtime.update(degraded)  # while `first` waits for a second turn to fill the batch
@@ -202,7 +202,7 @@ def answer_of(body: dict) -> tuple:
 
 def test_sixteen_concurrent_clients_get_their_sequential_answers(demo, spec):
     clients = {c: requests_of_client(c) for c in range(16)}
-    sequential = support.serving(demo.base, spec, batching=BatchPolicy.off())
+    sequential = serving(demo.base, spec, batching=BatchPolicy.off())
     with ServerThread(sequential) as url, httpx.Client(base_url=url, timeout=120) as http:
         expected = {
             (c, i): http.post("/v1/chat/completions", json=body).json()
@@ -212,7 +212,7 @@ def test_sixteen_concurrent_clients_get_their_sequential_answers(demo, spec):
     sequential.close()
     assert {answer_of(b)[3] for b in expected.values()} == set(train.LABELS)
 
-    runtime = support.serving(demo.base, spec, batching=BatchPolicy(window=0.05, max_batch=16))
+    runtime = serving(demo.base, spec, batching=BatchPolicy(window=0.05, max_batch=16))
     got, barrier = {}, threading.Barrier(16)
 
     def client(c: int, url: str) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from mint.runtime.batching import BatchPolicy, Scheduler
 
-import test_runtime_support as support
+from support.runtime import make_spec, serving
 
 
 class Turn:
@@ -72,7 +72,7 @@ def test_the_scheduler_runs_waiting_short_turns_between_a_long_batchs_stages():
 
 @pytest.fixture(scope="module")
 def spec(demo):
-    return support.make_spec(demo)
+    return make_spec(demo)
 
 
 def user(text):
@@ -81,7 +81,7 @@ def user(text):
 
 def test_a_small_chat_is_answered_between_the_stages_of_a_long_prompt(demo, spec):
     long_text = "please fix the python bug " * 200  # 5,200 characters: past the tiny context
-    runtime = support.serving(demo.base, spec, batching=BatchPolicy(window=0, max_batch=4))
+    runtime = serving(demo.base, spec, batching=BatchPolicy(window=0, max_batch=4))
     events: list[tuple[str, str]] = []
     tickets = {}
 

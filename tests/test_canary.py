@@ -10,17 +10,7 @@ from mint.gates.canary import wilson
 from mint.registry.routes_events import event_of
 
 from conftest import one_line_error, snapshot
-from support.loop import add_traces, build_set
-
-
-@pytest.fixture
-def two_sets(repo, models, tmp_path):
-    """macaron@production holds set v1; v2 (a newer chat expert) is committed beside it."""
-    ids = build_set(repo, models, tmp_path)
-    api.promote(repo, ids["set"], "production", by="alice")
-    ids["chat2"] = api.commit(repo, "chat", models["a1"], "chat v2", author="alice").id
-    ids["set2"] = api.set_commit(repo, ids["folder"] / "mol.toml", "v2", author="alice").id
-    return ids
+from support.loop import add_traces
 
 
 def test_start_status_stop_and_history(two_sets, repo):

@@ -10,14 +10,14 @@ a protected channel), or an admin's `--force --reason`, which history records. T
 from __future__ import annotations
 
 import pytest
-from test_loop import loop  # noqa: F401  (the fixture: macaron, contract quality on staging)
 
 from mint import api
 from mint.cli import run_in_process
 
 from conftest import Result, one_line_error
-from support.loop import MOL, build_set
+from support.loop import build_set
 from support.registry import create_token, running_registry
+from support.texts import MACARON
 
 REF = "macaron@production"
 PROD = """
@@ -44,7 +44,7 @@ def set_v2(repo, models, tmp_path, author: str) -> str:
     api.commit(repo, "chat", models["a1"], "chat v2", author=author)
     folder = tmp_path / f"macaron-{author}"
     folder.mkdir()
-    (folder / "mol.toml").write_text(MOL)
+    (folder / "mol.toml").write_text(MACARON)
     (folder / "route.md").write_text("Route the request to one expert.\n")
     (folder / "summary.md").write_text("Summarise the turn.\n")
     return api.set_commit(repo, folder / "mol.toml", "v2", author=author).id

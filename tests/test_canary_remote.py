@@ -10,10 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from test_canary import two_sets  # noqa: F401  (the fixture: macaron@production and a 2nd set)
-from test_canary_split import wait_for
-from test_events import macaron  # noqa: F401  (the fixture: the demo MoL behind a registry)
-from test_follow import start_follower
 
 from mint import api
 from mint.cli import run_in_process
@@ -23,15 +19,17 @@ from mint.runtime.service import FALLBACK_POLL
 from mint.runtime.split import SCALE, bucket
 
 from conftest import Result, one_line_error
+from support import wait_until
 from support.loop import add_traces
 from support.registry import create_token, error_of, running_registry
+from support.serving import start_follower
 
 REF = "macaron@production"
 NUDGED = 0.75 * FALLBACK_POLL  # seconds: generous, yet before the follower's fallback poll
 
 
 @pytest.fixture
-def served(two_sets, repo, tmp_path):  # noqa: F811
+def served(two_sets, repo, tmp_path):
     """two_sets behind a registry, production protected (maintainer); a RemoteRepo per token."""
     roles = {"rita": "reader", "walt": "writer", "mara": "maintainer"}
     tokens = {name: create_token(repo.root, name, role) for name, role in roles.items()}
@@ -153,7 +151,7 @@ def served_by(url: str, users: list[str]) -> list[str]:
 
 
 @pytest.mark.xdist_group("demo")
-def test_a_following_server_splits_by_the_registry_canary(macaron, tmp_path):  # noqa: F811
+def test_a_following_server_splits_by_the_registry_canary(macaron, tmp_path):
     repo, registry, token, sets, files = macaron
     api.promote(repo, sets[0], "production", by="tester")
     writer = RemoteRepo(registry.url, create_token(repo.root, "walt", "writer"))
@@ -162,7 +160,7 @@ def test_a_following_server_splits_by_the_registry_canary(macaron, tmp_path):  #
         assert follower.health()["canary"] is None
         canary = api.canary_start(writer, REF, sets[1], 0.5, by="walt")
         # Within NUDGED: the canary.started event woke the follower, not its minute's poll.
-        wait_for(lambda: follower.health()["canary"] == sets[1], "no canary loaded", NUDGED)
+        wait_until(lambda: follower.health()["canary"] == sets[1], "no canary loaded", NUDGED)
         assert follower.health()["commit"] == sets[0]
         users = [f"user-{i}" for i in range(80)]
         again = users[:20]
@@ -173,7 +171,7 @@ def test_a_following_server_splits_by_the_registry_canary(macaron, tmp_path):  #
         assert all((first[u] == sets[1]) == (bucket(u, canary.id) < SCALE // 2) for u in users)
 
         api.canary_stop(writer, REF, by="walt")
-        wait_for(lambda: follower.health()["canary"] is None, "the split never ended", NUDGED)
+        wait_until(lambda: follower.health()["canary"] is None, "the split never ended", NUDGED)
         were_canary = [u for u in users if first[u] == sets[1]]
         assert set(served_by(follower.url, were_canary)) == {sets[0]}
     finally:

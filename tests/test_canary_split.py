@@ -6,19 +6,19 @@ from the CPU tier."""
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from test_traces import committed_demo
 
 from mint import api
 from mint.examples.demo import MOL
 from mint.runtime.split import SCALE, bucket, to_canary
 
-from test_runtime_support import demo as demo_files
+from support import wait_until
+from support.runtime import committed_demo
+from support.runtime import demo as demo_files
 
 pytestmark = pytest.mark.xdist_group("demo")
 REF = "macaron@production"
@@ -48,13 +48,6 @@ def split(tmp_path_factory):
         repo.close()
 
 
-def wait_for(condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
 def ask(client, user: str | None) -> dict:
     body = {
         "model": "macaron",
@@ -77,7 +70,7 @@ def served_by(client, users: list[str | None]) -> list[str]:
 def test_a_canary_at_0_2_serves_a_fifth_sticky_per_user_then_stops(split):
     client, runtime, repo, ids = split
     canary = api.canary_start(repo, REF, ids["candidate"], 0.2, by="ann")
-    wait_for(lambda: runtime.canary is not None, "the runtime never loaded the canary")
+    wait_until(lambda: runtime.canary is not None, "the runtime never loaded the canary")
     assert runtime.canary.id == ids["candidate"] and runtime.active.id == ids["set"]
     users = [f"user-{i}" for i in range(400)] + [f"user-{i}" for i in range(100)]
     sets = served_by(client, users)
@@ -101,7 +94,7 @@ def test_a_canary_at_0_2_serves_a_fifth_sticky_per_user_then_stops(split):
     assert live.candidate.traces == counts[ids["candidate"]]
 
     api.canary_stop(repo, REF, by="ann", reason="enough")
-    wait_for(lambda: runtime.canary is None, "the runtime kept serving the canary")
+    wait_until(lambda: runtime.canary is None, "the runtime kept serving the canary")
     was_canary = [u for u in first if first[u] == ids["candidate"]][:20]
     assert set(served_by(client, was_canary)) == {ids["set"]}
 
@@ -109,11 +102,11 @@ def test_a_canary_at_0_2_serves_a_fifth_sticky_per_user_then_stops(split):
 def test_promoting_the_candidate_serves_everyone_from_the_loaded_canary(split):
     client, runtime, repo, ids = split
     api.canary_start(repo, REF, ids["candidate"], 0.5, by="ann")
-    wait_for(lambda: runtime.canary is not None, "the runtime never loaded the canary")
+    wait_until(lambda: runtime.canary is not None, "the runtime never loaded the canary")
     api.promote(repo, ids["candidate"], "production", by="ann")
     api.canary_stop(repo, REF, by="ann", outcome="promoted")
-    wait_for(lambda: runtime.active.id == ids["candidate"], "the holder never moved")
-    wait_for(lambda: runtime.canary is None, "the split never ended")
+    wait_until(lambda: runtime.active.id == ids["candidate"], "the holder never moved")
+    wait_until(lambda: runtime.canary is None, "the split never ended")
     assert runtime.history[-1].resident  # the canary's version, nothing loaded again
     assert set(served_by(client, [f"p-{i}" for i in range(20)])) == {ids["candidate"]}
 

@@ -25,19 +25,12 @@ from mint.cli import run_in_process
 from conftest import Result, one_line_error, snapshot
 from support.pgdb import pg_database
 from support.registry import create_token, error_of, start_registry
-
-PRODUCTION = """
-name = "prod"
-channel = "production"
-[[metric]]
-name = "acc"
-min = 0.5
-"""
+from support.texts import PROD
 
 
 def write_contract(folder: Path, name: str, channel: str) -> Path:
     path = folder / f"{name}.toml"
-    path.write_text(PRODUCTION.replace('"prod"', f'"{name}"').replace("production", channel))
+    path.write_text(PROD.replace('"prod"', f'"{name}"').replace("production", channel))
     return path
 
 

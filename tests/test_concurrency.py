@@ -1,41 +1,13 @@
 """Many processes moving one ref at once: nothing is lost, losers get one clear line."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import time
 
 from mint import api
 
+from support.concurrency import run_at_once
+
 WORKERS = 8
-# Each worker imports mint, then sleeps until the shared start time, so that all of them
-# reach the database together.
-LAUNCH = (
-    "import sys, time; from mint.cli import main; "
-    "time.sleep(max(0.0, float(sys.argv[1]) - time.time())); main(sys.argv[2:])"
-)
-
-
-def run_at_once(argvs: list[list[str]]) -> list[subprocess.CompletedProcess]:
-    start = time.time() + 4.0
-    env = {**os.environ, "MINT_USER": "racer"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, str(start), *argv],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for argv in argvs
-    ]
-    results = []
-    for argv, p in zip(argvs, procs):
-        out, err = p.communicate(timeout=120)
-        results.append(subprocess.CompletedProcess(argv, p.returncode, out, err))
-    return results
 
 
 def test_eight_committers_on_one_line(repo, mint, models, tmp_path):

@@ -18,6 +18,8 @@ import pytest
 
 from mint import api
 
+from conftest import assert_whole
+
 COMMIT_POINTS = ["commit.after-blobs", "commit.in-transaction", "commit.after-transaction"]
 LANDED = {"commit.after-transaction", "promote.after-transaction", "rollback.after-transaction"}
 
@@ -43,21 +45,6 @@ def killed_at(repo, point: str, *args) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, (point, proc.returncode, proc.stderr)
     return proc
-
-
-def assert_whole(repo) -> None:
-    """fsck clean; every line head, tag and channel names a commit whose blobs verify."""
-    report = api.fsck(repo)
-    assert report.ok, report.problems
-    targets = [s.head for s in api.status(repo)]
-    targets += [c for s in api.status(repo) for c in s.channels.values()]
-    targets += [t.target for t in api.tag_list(repo)]
-    for cid in targets:
-        detail = api.show(repo, cid)
-        for f in detail.files.values():
-            repo.store.verify(f.sha256)
-        for m in detail.members:
-            api.show(repo, m.commit_id)
 
 
 @pytest.fixture

@@ -3,11 +3,8 @@ channel through it: real `mint registry serve` and `mint serve` processes, on SQ
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -15,7 +12,8 @@ import pytest
 from mint import api
 from mint.remote.events import EventStream, parse
 
-from support.registry import Registry, _wait_until_up, create_token, running_registry
+from support import wait_until
+from support.registry import create_token, restart_registry, running_registry
 
 ME = "tester"
 
@@ -117,7 +115,7 @@ def test_the_client_reconnects_with_last_event_id(moves, tmp_path):
     wait_until(lambda: stream.connects == 1, "never connected")
     registry.stop()
     api.promote(repo, c2, "canary", by=ME)  # while the registry is down
-    again = restart(repo.root, port)
+    again = restart_registry(repo.root, port)
     try:
         api.rollback(repo, "chat@canary", by=ME)
         wait_until(lambda: len(got) == 2, f"events lost: {got}")
@@ -126,62 +124,6 @@ def test_the_client_reconnects_with_last_event_id(moves, tmp_path):
     finally:
         stream.close()
         again.stop()
-
-
-def wait_until(condition, message: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, message
-        time.sleep(0.02)
-
-
-def restart(repo_root, port: int) -> Registry:
-    """The registry again on PORT (a follower knows it by its URL)."""
-    deadline = time.monotonic() + 30
-    while True:  # the old socket may linger a moment
-        log = Path(repo_root) / f".registry-{port}-again.log"
-        argv = ["--repo", str(repo_root), "registry", "serve", "--host", "127.0.0.1"]
-        with open(log, "ab") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "mint", *argv, "--port", str(port)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        registry = Registry(f"http://127.0.0.1:{port}", process.pid, log, process)
-        if _wait_until_up(registry):
-            return registry
-        registry.stop()
-        assert time.monotonic() < deadline, registry.output()[-2000:]
-        time.sleep(0.2)
-
-
-@pytest.fixture
-def macaron(tmp_path, tmp_path_factory):
-    """The demo MoL in a repository behind a registry: two sets (two routers)."""
-    from mint.examples.demo import MOL
-
-    from test_runtime_support import demo
-
-    files = demo(tmp_path_factory)
-    repo, _ = api.init(tmp_path / "repo")
-    api.base_add(repo, "tiny-llama", files.base)
-    for label, folder in files.experts.items():
-        api.commit(repo, label, folder, label, author=ME)
-        api.tag(repo, "v1", label, by=ME)
-    folder = tmp_path / "set"
-    folder.mkdir()
-    for src in (files.route_prompt, files.summary_prompt):
-        (folder / src.name).write_bytes(src.read_bytes())
-    sets = []
-    for name, path in (("good", files.router), ("degraded", files.degraded_router)):
-        router = api.commit(repo, "router", path, name, author=ME).id
-        (folder / "mol.toml").write_text(MOL.format(router=router))
-        sets.append(api.set_commit(repo, folder / "mol.toml", name, author=ME).id)
-    api.promote(repo, sets[0], "canary", by=ME)
-    token = create_token(repo.root, "rita", "reader")
-    with running_registry(repo.root) as registry:
-        yield repo, registry, token, sets, files
-    repo.close()
 
 
 def test_a_runtime_on_a_registry_follows_the_channel_through_events(macaron, tmp_path):
@@ -219,7 +161,7 @@ def test_a_runtime_on_a_registry_follows_the_channel_through_events(macaron, tmp
             registry.stop()  # the registry goes away: the server keeps serving
             time.sleep(0.5)
             api.promote(repo, sets[1], "canary", by=ME)
-            again = restart(repo.root, port)
+            again = restart_registry(repo.root, port)
             try:
                 wait_until(lambda: runtime.active.id == sets[1], "no switch after restart")
             finally:

@@ -5,11 +5,11 @@ import shutil
 import sys
 
 import pytest
-from test_concurrency import run_at_once
 
 from mint import api
 
 from conftest import one_line_error, snapshot
+from support.concurrency import run_at_once
 
 STAGING = """
 name = "staging"

@@ -26,7 +26,7 @@ from mint import api
 from mint.errors import InvalidConfig, InvalidHubUri, RefConflict
 from mint.hf.settings import HubUri, mint_tag_name, parse_uri
 
-from conftest import one_line_error, snapshot
+from conftest import assert_whole, one_line_error, snapshot
 from support.hubserver import HubServer, StubHub, closed_port_endpoint, gated_hub
 
 
@@ -608,8 +608,6 @@ def hub_sha(hubsrv, repo_id: str, rev: str) -> str:
 def test_a_set_pull_killed_at_each_commit_step_leaves_whole_commits(based, repo, point):
     """kill -9 inside the first member's commit: fsck is clean, every ref names a whole
     commit, and pulling again completes the set."""
-    from test_crash import assert_whole
-
     env = {**os.environ, "MINT_CRASH_AT": point, "MINT_USER": "puller"}
     killed = _mint_subprocess(repo, env, "pull", "hf://org/macaron@v1")
     assert killed.returncode == -9, killed.stderr

@@ -11,11 +11,11 @@ import sys
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
-from test_bad_input import refused, weights
 
 from mint import api
 
-from conftest import one_line_error, snapshot
+from conftest import one_line_error, refused, snapshot
+from support.texts import PROD
 
 
 @pytest.fixture
@@ -118,9 +118,7 @@ def parallel(repo, n: int, *args) -> list[subprocess.CompletedProcess]:
 
 def test_parallel_approve_contract_add_and_base_add(based, repo, models, tmp_path):
     contract = tmp_path / "c.toml"
-    contract.write_text(
-        'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n'
-    )
+    contract.write_text(PROD)
     results = parallel(repo, 8, "approve", "chat", "--channel", "production")
     results += parallel(repo, 6, "contract", "add", contract)
     results += parallel(repo, 4, "base", "add", "second", models["base"])
@@ -137,9 +135,7 @@ def test_parallel_approve_contract_add_and_base_add(based, repo, models, tmp_pat
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400"])
 def test_non_finite_metrics_are_refused(based, repo, tmp_path, value):
     contract = tmp_path / "c.toml"
-    contract.write_text(
-        'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n'
-    )
+    contract.write_text(PROD)
     assert based("contract", "add", contract).code == 0
     refused(
         based, repo, ["eval", "chat", "--contract", "prod", "--metric", f"acc={value}"], "finite"
@@ -150,19 +146,14 @@ def test_non_finite_metrics_are_refused(based, repo, tmp_path, value):
 @pytest.mark.parametrize("bad", ["min = nan", "min = inf", "max = -inf", "max_regression = nan"])
 def test_non_finite_contract_bounds_are_refused(based, repo, tmp_path, bad):
     contract = tmp_path / "c.toml"
-    contract.write_text(
-        f'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\n{bad}\n'
-    )
+    contract.write_text(PROD.replace("min = 0.5", bad))
     refused(based, repo, ["contract", "add", contract], "finite number")
 
 
 @pytest.mark.parametrize("timeout", ["nan", "inf", "1e400", "-1", "0"])
 def test_bad_evaluator_timeouts_are_refused(based, repo, tmp_path, timeout):
     contract = tmp_path / "c.toml"
-    contract.write_text(
-        'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n'
-        f'[evaluator]\ncommand = ["true"]\ntimeout = {timeout}\n'
-    )
+    contract.write_text(PROD + f'[evaluator]\ncommand = ["true"]\ntimeout = {timeout}\n')
     refused(based, repo, ["contract", "add", contract], "evaluator.timeout")
 
 
@@ -182,20 +173,20 @@ def test_symlinked_folder_is_refused_like_a_symlinked_file(based, repo, adapter,
 
 
 def test_lora_b_of_the_wrong_width_for_the_base_is_refused(based, repo, adapter):
-    tensors = load_file(weights(adapter))
+    tensors = load_file(adapter / "adapter_model.safetensors")
     name = next(n for n in tensors if "q_proj.lora_B" in n)
     tensors[name] = np.zeros((tensors[name].shape[0] + 8, tensors[name].shape[1]), np.float32)
-    save_file(tensors, weights(adapter))
+    save_file(tensors, adapter / "adapter_model.safetensors")
     refused(based, repo, ["commit", "chat", adapter, "-m", "x"], "output features")
 
 
 @pytest.mark.parametrize("poison", [np.nan, np.inf])
 def test_non_finite_weights_are_refused(based, repo, adapter, poison):
-    tensors = load_file(weights(adapter))
+    tensors = load_file(adapter / "adapter_model.safetensors")
     name = next(iter(tensors))
     tensors[name] = tensors[name].copy()
     tensors[name].flat[3] = poison
-    save_file(tensors, weights(adapter))
+    save_file(tensors, adapter / "adapter_model.safetensors")
     refused(based, repo, ["commit", "chat", adapter, "-m", "x"], "NaN or infinite")
 
 

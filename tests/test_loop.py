@@ -4,9 +4,9 @@ in the channel's history as the loop's, with its numbers.
 
 Candidates are evaluated by a real evaluator process on each set's checkout: it reads the
 checkout's mol.toml and scores the router commit from a table the test writes (a stand-in
-for a benchmark, so that "better" and "worse" are known exactly)."""
+for a benchmark, so that "better" and "worse" are known exactly). The fixture `loop` is in
+conftest.py, built by `support.loop.quality_loop`."""
 
-import json
 import sys
 
 import pytest
@@ -16,42 +16,7 @@ from mint.gates.contracts import parse_contract
 from mint.ids import object_id
 
 from conftest import one_line_error, snapshot
-from support.loop import add_traces, build_set
-
-EVALUATOR = """
-import json, sys, tomllib
-mol = tomllib.load(open(sys.argv[1] + "/mol.toml", "rb"))
-table = json.load(open(sys.argv[2]))
-print(json.dumps({"score": table.get(mol["router"]["adapter"], 0.6)}))
-"""
-
-
-@pytest.fixture
-def loop(repo, models, tmp_path):
-    """macaron's v1 holds staging and production; contract `quality` guards staging with an
-    evaluator and a [live] table. Returns (ids, scores: router commit -> offline score)."""
-    ids = build_set(repo, models, tmp_path)
-    script, table = tmp_path / "evaluate.py", tmp_path / "scores.json"
-    script.write_text(EVALUATOR)
-    table.write_text("{}")
-    contract = tmp_path / "quality.toml"
-    command = json.dumps([sys.executable, str(script), "{checkout}", str(table)])
-    contract.write_text(
-        'name = "quality"\nchannel = "staging"\n'
-        '[[metric]]\nname = "score"\nmin = 0.5\nmax_regression = 0.05\n'
-        f"[evaluator]\ncommand = {command}\n"
-        "[live]\nmin_score = 0.5\nmax_drop = 0.05\nmin_traces = 5\n"
-    )
-    api.contract_add(repo, contract, by="alice")
-    api.evaluate(repo, ids["set"], "quality", by="alice")
-    api.promote(repo, ids["set"], "staging", by="alice")
-    api.promote(repo, ids["set"], "production", by="alice")
-
-    def score_router(commit: str, score: float) -> None:
-        scores = json.loads(table.read_text())
-        table.write_text(json.dumps(scores | {commit: score}))
-
-    return ids, score_router
+from support.loop import add_traces
 
 
 def _holder(repo, channel):
@@ -211,7 +176,7 @@ def test_improve_with_route_accuracy_from_the_runtime(mint, repo, tmp_path, tmp_
     trained router beats the degraded one that production serves."""
     from mint.examples.demo import MOL as DEMO_MOL
 
-    from test_runtime_support import demo
+    from support.runtime import demo
 
     files = demo(tmp_path_factory)
     api.base_add(repo, "tiny-llama", files.base)

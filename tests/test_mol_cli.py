@@ -18,7 +18,7 @@ from mint.runtime.service import open_runtime
 
 from conftest import one_line_error
 from support import free_port
-from test_runtime_support import ask_until, demo, random_router
+from support.runtime import ask_until, demo, random_router
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ from mint.errors import InvalidConfig, InvalidName, UnsafePath
 from mint.refs import check_name
 from mint.sets.mol import parse_mol, parse_mol_text, render_mol, toml_string
 
-from support.loop import MOL, build_set
+from support.loop import build_set
+from support.texts import MACARON
 
 prop = settings(
     max_examples=200,
@@ -112,7 +113,7 @@ def test_checkout_of_a_set_with_an_emoji_prompt_parses(repo, models, tmp_path, m
     folder = tmp_path / "emoji"
     folder.mkdir()
     route = "route 😀.md"
-    (folder / "mol.toml").write_text(MOL.replace('"route.md"', f'"{route}"'))
+    (folder / "mol.toml").write_text(MACARON.replace('"route.md"', f'"{route}"'))
     (folder / route).write_text("Route the request to one expert. 🚀\n")
     (folder / "summary.md").write_text("Summarise the turn.\n")
     r = mint("set", "commit", folder / "mol.toml", "-m", "emoji prompt")

@@ -25,9 +25,11 @@ from hypothesis import strategies as st
 
 from mint import api, transfer
 from mint.cli import run_in_process
-from mint.ids import object_id, utcnow
+from mint.ids import utcnow
 
 from support.registry import create_token, start_registry
+from support.texts import PROD
+from support.wire import recompute_id_if_whole
 
 EXAMPLES = int(os.environ.get("MINT_FUZZ_EXAMPLES", "40"))
 fuzz = settings(
@@ -40,7 +42,6 @@ SERIAL = itertools.count()
 ANSWERS: Counter = Counter()  # status -> examples: the property saw both kinds of answer
 DELETE = object()  # a mutation that removes the key
 
-CONTRACT = 'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n'
 
 scalars = st.one_of(
     st.none(),
@@ -93,7 +94,7 @@ class Target:
     def __init__(self, root, models):
         self.repo, _ = api.init(root)
         api.base_add(self.repo, "tiny-llama", models["base"])
-        (root.parent / "prod.toml").write_text(CONTRACT)
+        (root.parent / "prod.toml").write_text(PROD)
         api.contract_add(self.repo, root.parent / "prod.toml", by="ada")
         self.chat = api.commit(self.repo, "chat", models["a1"], "one", author="ann").id
         with self.repo.db.read() as conn:
@@ -126,7 +127,7 @@ def valid_payload(t: Target) -> dict:
     pinned |= {"files": {"route.md": t.prompt}, "tensors": [], "members": members}
     pinned |= {"peft": None, "config": set_config(t, f"fuzzset-{n}")}
     at = utcnow().isoformat()
-    contract = {"name": "prod", "version": 1, "source": CONTRACT}
+    contract = {"name": "prod", "version": 1, "source": PROD}
     ev = {"commit": None, "contract": contract, "metrics": {"acc": 0.9}, "source": "manual"}
     ev |= {"evaluator": None, "data_hash": None, "by": "ann", "at": at}
     return {"bases": [copy.deepcopy(t.base)], "commits": [adapter, pinned], "evaluations": [ev]}
@@ -170,19 +171,6 @@ def mutate(payload: dict, path: tuple, value) -> None:
             node[last] = value
 
 
-def recompute_id(wire) -> None:
-    """The id of WIRE's content, as a sender computes it, when its fields allow that."""
-    try:
-        members = sorted([m[0], m[1], m[2]] for m in wire["members"])
-        files = {p: [f[0], f[1]] for p, f in sorted(wire["files"].items())}
-        tree = object_id({"files": files, "base": wire["base_fingerprint"], "members": members})
-        keys = ("kind", "line", "parents", "base", "message", "author", "created_at")
-        content = {k: wire[k] for k in keys + ("meta", "provenance")}
-        wire["id"] = object_id({**content, "tree": tree})
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-        pass
-
-
 def build(t: Target, changes) -> dict:
     payload = valid_payload(t)
     for path, value in changes:
@@ -190,7 +178,7 @@ def build(t: Target, changes) -> dict:
             mutate(payload, path, value)
     for wire in payload.get("commits", []) if isinstance(payload.get("commits"), list) else []:
         if isinstance(wire, dict) and not any(p[:3] == (*COMMIT, "id") for p, _ in changes):
-            recompute_id(wire)
+            recompute_id_if_whole(wire)
     try:
         payload["evaluations"][0]["commit"] = payload["commits"][0]["id"]
     except (KeyError, IndexError, TypeError):

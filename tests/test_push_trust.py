@@ -13,7 +13,6 @@ import json
 
 import pytest
 import sqlalchemy as sa
-from test_push_fuzz import recompute_id
 
 from mint import api, transfer
 from mint import schema as s
@@ -22,18 +21,12 @@ from mint.ids import utcnow
 
 from conftest import Result, one_line_error
 from support.registry import create_token, error_of, start_registry
+from support.texts import PROD_TWO_APPROVALS
+from support.wire import recompute_id
 
-CONTRACT = """
-name = "prod"
-channel = "production"
-approvals = 2
-[[metric]]
-name = "acc"
-min = 0.5
-"""
 # What a writer wanted in: production guarded by nothing (no approvals, no line it covers).
 NO_GATE = 'name = "prod"\nchannel = "production"\nlines = ["nothing-matches"]\n'
-OTHER_V1 = CONTRACT.replace("min = 0.5", "min = 0.1")  # another repository's prod v1
+OTHER_V1 = PROD_TWO_APPROVALS.replace("min = 0.5", "min = 0.1")  # another repository's prod v1
 
 MOL = """
 name = "coding-evil"
@@ -60,7 +53,7 @@ class World:
         monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
         self._env = monkeypatch
         api.base_add(repo, "tiny-llama", models["base"])
-        (tmp_path / "prod.toml").write_text(CONTRACT)
+        (tmp_path / "prod.toml").write_text(PROD_TWO_APPROVALS)
         api.contract_add(repo, tmp_path / "prod.toml", by="ada")
         self.chat = api.commit(repo, "chat", models["a1"], "chat one", author="ann").id
         self.secret = api.commit(repo, "secret", models["a2"], "secret", author="ann").id
@@ -115,7 +108,7 @@ def sqlite_world(models, tmp_path, monkeypatch):
     repo.close()
 
 
-def evaluation(commit: str, *, version=1, toml=CONTRACT, metrics=None, **over) -> dict:
+def evaluation(commit: str, *, version=1, toml=PROD_TWO_APPROVALS, metrics=None, **over) -> dict:
     """The wire form of one evaluation of COMMIT under prod vVERSION."""
     return {
         "commit": commit,

@@ -34,25 +34,9 @@ from mint.cli import run_in_process
 
 from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
+from support.texts import TEAM_MACARON
 
 pytestmark = pytest.mark.xdist_group("registry")
-
-MOL = """
-name = "team/macaron"
-protocol = "mol/1"
-base = "tiny-llama"
-[router]
-adapter = "router@v1"
-labels = ["chat", "coding"]
-prompt = "route.md"
-default = "chat"
-[experts]
-chat = "team/chat@production"
-coding = "coding"
-[summary]
-adapter = "team/chat"
-prompt = "summary.md"
-"""
 
 
 @dataclass
@@ -109,7 +93,7 @@ def _lines(repo, folder: Path, models: dict) -> dict[str, str]:
     api.tag(repo, "router@v1", "router", by="bob")
     api.commit(repo, "coding", models["a3"], "coder", author="bob")
     (folder / "macaron").mkdir()
-    (folder / "macaron" / "mol.toml").write_text(MOL)
+    (folder / "macaron" / "mol.toml").write_text(TEAM_MACARON)
     (folder / "macaron" / "route.md").write_text("Route the request to one expert.\n")
     (folder / "macaron" / "summary.md").write_text("Summarise the turn.\n")
     ids["set"] = api.set_commit(

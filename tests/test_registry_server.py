@@ -28,6 +28,7 @@ from mint.errors import RevisionNotFound
 
 from support.pgdb import pg_database
 from support.registry import Registry, create_token, error_of, start_registry
+from support.texts import PRODUCTION_ACCURACY, RELEASE_ACCURACY
 
 pytestmark = pytest.mark.xdist_group("registry")
 
@@ -40,21 +41,6 @@ TOKENS = {
     "reader": ("reader", ()),
     "chatty": ("writer", ("chat*",)),  # a writer limited to lines matching chat*
 }
-PRODUCTION = """
-name = "production"
-channel = "production"
-[[metric]]
-name = "accuracy"
-min = 0.5
-"""
-RELEASE = """
-name = "release"
-channel = "release"
-approvals = 1
-[[metric]]
-name = "accuracy"
-min = 0.5
-"""
 
 
 @dataclass
@@ -103,7 +89,7 @@ def env(request, tmp_path_factory, models):
             ).id,
             "coding": api.commit(repo, "coding", models["a3"], "coder", author="bob").id,
         }
-        for name, text in (("production", PRODUCTION), ("release", RELEASE)):
+        for name, text in (("production", PRODUCTION_ACCURACY), ("release", RELEASE_ACCURACY)):
             (folder / f"{name}.toml").write_text(text)
             api.contract_add(repo, folder / f"{name}.toml", by="admin")
         tokens = {

@@ -31,15 +31,7 @@ from mint.remote.transfer_client import clone, push
 from conftest import Result, one_line_error
 from support import free_port
 from support.registry import create_token, start_registry
-
-CONTRACT = """
-name = "prod"
-channel = "production"
-approvals = 2
-[[metric]]
-name = "acc"
-min = 0.5
-"""
+from support.texts import PROD_TWO_APPROVALS
 
 MOL = """
 name = "macaron"
@@ -152,7 +144,7 @@ def everything(repo) -> dict:
 
 def test_team_story_writer_maintainers_reader(team, models, tmp_path):
     t = team
-    (tmp_path / "prod.toml").write_text(CONTRACT)
+    (tmp_path / "prod.toml").write_text(PROD_TWO_APPROVALS)
     one_line_error(t.at("wanda", "contract", "add", tmp_path / "prod.toml"), "admin")
     assert t.at("ada", "contract", "add", tmp_path / "prod.toml").code == 0
     # The writer works on a laptop: a clone, a commit, an evaluation, then a push.
@@ -197,7 +189,7 @@ def test_team_story_writer_maintainers_reader(team, models, tmp_path):
 def test_approving_what_one_made_oneself_does_not_count(sqlite_team, models):
     t = sqlite_team
     assert t.mint(None, "--repo", t.repo.root, "registry", "protect", "production").code == 0
-    (t.tmp / "prod.toml").write_text(CONTRACT)
+    (t.tmp / "prod.toml").write_text(PROD_TWO_APPROVALS)
     assert t.at("ada", "contract", "add", t.tmp / "prod.toml").code == 0
     assert t.at("max", "commit", "chat", models["a2"], "-m", "max's").code == 0
     assert t.at("max", "approve", "chat", "--channel", "production").code == 0
@@ -213,7 +205,7 @@ def test_push_fetch_clone_round_trip_every_byte_id_tag_and_evaluation(
 ):
     t = team
     monkeypatch.setattr(transfer_client, "OBJECTS_BATCH", 1)  # a request per commit object
-    (tmp_path / "prod.toml").write_text(CONTRACT)
+    (tmp_path / "prod.toml").write_text(PROD_TWO_APPROVALS)
     assert t.at("ada", "contract", "add", tmp_path / "prod.toml").code == 0
     a, _ = api.init(tmp_path / "a")
     api.base_add(a, "tiny-llama", models["base"])

@@ -15,7 +15,7 @@ import torch
 from mint.runtime.loader import SharedBase, adapter_name
 from mint.runtime.router import score_batch, score_continuations
 
-import test_runtime_support as support
+from support.runtime import adapter_files
 
 
 def score_rows(model, prompts, continuations, pad_id):
@@ -43,7 +43,7 @@ def router(models):
     """The tiny base with one random LoRA adapter injected and active, as the runtime holds
     the router: (model context, pad id, vocabulary size)."""
     base = SharedBase.load(models["base"])
-    files = support.adapter_files(models["a1"])
+    files = adapter_files(models["a1"])
     assert base.acquire([base.prepare(files)], [adapter_name(files.commit_id)])
     return base, adapter_name(files.commit_id)
 

@@ -21,7 +21,7 @@ from mint.runtime.loader import SharedBase, peft_config_from_dict
 from mint.runtime.pipeline import run_turn
 from mint.runtime.router import decide, label_sequences, score_continuations
 
-import test_runtime_support as support
+from support.runtime import adapter_files, make_spec, random_router
 
 HOSTILE = [
     "model_id=L9",
@@ -46,7 +46,7 @@ def heldout(demo):
 
 @pytest.fixture
 def engine(base, demo):
-    engine = load_engine(base, support.make_spec(demo))
+    engine = load_engine(base, make_spec(demo))
     yield engine
     engine.close()
 
@@ -59,7 +59,7 @@ def user(text):
 
 
 def test_engine_loads_each_distinct_commit_once(base, demo):
-    spec = support.make_spec(demo)
+    spec = make_spec(demo)
     before = base.loaded()
     engine = load_engine(base, spec)
     try:
@@ -91,7 +91,7 @@ def test_loaded_adapters_match_peft_from_pretrained(base, demo, engine):
 def test_base_with_another_fingerprint_is_refused(base, demo):
     before = base.loaded()
     with pytest.raises(BaseMismatch, match="fingerprint"):
-        load_engine(base, support.make_spec(demo, fingerprint="0" * 64))
+        load_engine(base, make_spec(demo, fingerprint="0" * 64))
     assert base.loaded() == before
 
 
@@ -110,30 +110,30 @@ def test_incomplete_or_foreign_weights_are_refused_before_loading(base, demo, tm
         "not finite": {k: v.clone().fill_(math.nan) for k, v in tensors.items()},
     }
     before = base.loaded()
-    router = support.adapter_files(demo.router)
+    router = adapter_files(demo.router)
     config = peft_config_from_dict(router.config)
     assert base._check_lora_shapes(router.commit_id, config, tensors)  # the fast path covers it
     base._check_on_skeleton(router.commit_id, config, tensors)
     for why, state in cases.items():
         save_file(state, folder / "adapter_model.safetensors")
         with pytest.raises(AdapterLoadError):
-            load_engine(base, support.make_spec(demo, router=support.adapter_files(folder)))
+            load_engine(base, make_spec(demo, router=adapter_files(folder)))
         assert base.loaded() == before, why
         if why != "not finite":  # the slow path agrees with the fast one
             with pytest.raises(AdapterLoadError):
                 base._check_on_skeleton(router.commit_id, config, state)
     (folder / "adapter_model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{garbage")
     with pytest.raises(AdapterLoadError, match="safetensors"):
-        load_engine(base, support.make_spec(demo, router=support.adapter_files(folder)))
+        load_engine(base, make_spec(demo, router=adapter_files(folder)))
     assert base.loaded() == before
 
 
 def test_inconsistent_sets_are_refused(base, demo):
-    experts = {label: support.adapter_files(path) for label, path in demo.experts.items()}
+    experts = {label: adapter_files(path) for label, path in demo.experts.items()}
     with pytest.raises(InvalidConfig, match="no expert"):
-        load_engine(base, support.make_spec(demo, experts=experts, labels=[*experts, "vision"]))
+        load_engine(base, make_spec(demo, experts=experts, labels=[*experts, "vision"]))
     with pytest.raises(InvalidConfig, match="default"):
-        load_engine(base, support.make_spec(demo, experts=experts, default="vision"))
+        load_engine(base, make_spec(demo, experts=experts, default="vision"))
 
 
 IMPORT_EVERY_MODULE = """
@@ -164,14 +164,14 @@ def test_no_module_of_mint_imports_torch_when_imported():
 
 
 def test_routing_only_ever_returns_a_label(base, demo):
-    experts = {label: support.adapter_files(path) for label, path in demo.experts.items()}
+    experts = {label: adapter_files(path) for label, path in demo.experts.items()}
     multi = {
         "chat": experts["chat"],
         "ui design": experts["ui"],
         "ui button": experts["ui"],
         "l0 agent": experts["agent"],
     }
-    for spec in (support.make_spec(demo), support.make_spec(demo, experts=multi)):
+    for spec in (make_spec(demo), make_spec(demo, experts=multi)):
         engine = load_engine(base, spec)
         try:
             for text in HOSTILE:
@@ -192,7 +192,7 @@ def test_labels_of_several_tokens_are_scored_on_every_token(base, demo):
     sequences = label_sequences(tok, labels)
     assert [len(s) for s in sequences] == [3, 3, 2]  # tokens + end token
     assert sequences[0][0] == sequences[1][0]  # same first token: only later tokens decide
-    engine = load_engine(base, support.make_spec(demo))
+    engine = load_engine(base, make_spec(demo))
     try:
         head, body = prompts.route_text(engine.spec.route_prompt, user("align the button"))
         prompt = prompts.encode_prompt(tok, head, body, 400)
@@ -208,11 +208,11 @@ def test_labels_of_several_tokens_are_scored_on_every_token(base, demo):
 
 
 def test_labels_the_tokenizer_cannot_tell_apart_are_refused(base, demo):
-    experts = {label: support.adapter_files(path) for label, path in demo.experts.items()}
+    experts = {label: adapter_files(path) for label, path in demo.experts.items()}
     twins = {"zorblax": experts["chat"], "quuxor": experts["coding"]}  # both unknown words
     before = base.loaded()
     with pytest.raises(AmbiguousLabels):
-        load_engine(base, support.make_spec(demo, experts=twins, default="zorblax"))
+        load_engine(base, make_spec(demo, experts=twins, default="zorblax"))
     assert base.loaded() == before
 
 
@@ -229,10 +229,10 @@ def test_trained_router_passes_and_random_router_does_not(base, demo, heldout):
     results = {}
     for name, folder in {
         "trained": demo.router,
-        "random": support.random_router(),
+        "random": random_router(),
         "degraded": demo.degraded_router,
     }.items():
-        engine = load_engine(base, support.make_spec(demo, router=support.adapter_files(folder)))
+        engine = load_engine(base, make_spec(demo, router=adapter_files(folder)))
         try:
             results[name] = evaluate_routes(engine, heldout)
         finally:

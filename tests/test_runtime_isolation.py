@@ -25,8 +25,8 @@ from mint.runtime import prompts
 from mint.runtime.batching import BatchPolicy
 from mint.runtime.decoding import GenRow
 
-import test_runtime_support as support
 from support import free_port
+from support.runtime import make_spec, serving
 
 pytestmark = pytest.mark.xdist_group("demo")
 
@@ -231,8 +231,8 @@ def test_a_prompt_of_900_kb_is_answered_cut_to_the_budget(served):
 
 
 def test_a_turn_the_tokenizer_refuses_fails_alone_in_its_batch(demo):
-    spec = support.make_spec(demo)
-    runtime = support.serving(demo.base, spec, batching=BatchPolicy(window=60, max_batch=5))
+    spec = make_spec(demo)
+    runtime = serving(demo.base, spec, batching=BatchPolicy(window=60, max_batch=5))
     events: list[tuple[str, object]] = []
     try:
         good = [runtime.submit([{"role": "user", "content": GOOD}]) for _ in range(2)]
@@ -258,7 +258,7 @@ def test_a_row_that_breaks_decoding_is_retried_and_fails_alone(demo):
     from mint.runtime.engine import load_engine
     from mint.runtime.loader import SharedBase
 
-    engine = load_engine(SharedBase.load(demo.base), support.make_spec(demo))
+    engine = load_engine(SharedBase.load(demo.base), make_spec(demo))
     try:
         head, body = prompts.answer_text([{"role": "user", "content": GOOD}], "coding")
         prompt = engine.prompt(head, body, 8)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from mint.runtime.loader import SharedBase
 from mint.runtime.runtime import Runtime
 
-import test_runtime_support as support
+from support.runtime import (
+    make_spec,
+    random_router,
+    sha256_file,
+    store_blob,
+    stored_adapter,
+    verify_blobs,
+)
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +24,10 @@ def versions(demo, tmp_path_factory):
     """Three versions that share the four experts and differ by their router (5 adapters each;
     7 distinct in all)."""
     objects = tmp_path_factory.mktemp("store") / "objects"
-    experts = {label: support.stored_adapter(objects, p) for label, p in demo.experts.items()}
+    experts = {label: stored_adapter(objects, p) for label, p in demo.experts.items()}
     return tuple(
-        support.make_spec(demo, experts=experts, router=support.stored_adapter(objects, router))
-        for router in (demo.router, demo.degraded_router, support.random_router())
+        make_spec(demo, experts=experts, router=stored_adapter(objects, router))
+        for router in (demo.router, demo.degraded_router, random_router())
     )
 
 
@@ -28,7 +37,7 @@ class CountingVerify:
 
     def __call__(self, spec):
         self.calls += 1
-        support.verify_blobs(spec)
+        verify_blobs(spec)
 
 
 def tiered(demo, versions, max_cpu_adapters: int) -> tuple[Runtime, CountingVerify]:
@@ -128,3 +137,12 @@ def test_staging_the_serving_version_again_keeps_one_engine_of_it(demo, versions
     finally:
         runtime.close()
     assert runtime.resident() == [] and runtime.leases() == 0
+
+
+def test_store_blob_layout_is_verifiable(tmp_path):
+    """The helper above lays blobs out as mint's store does, read-only, so verify can check."""
+    source = tmp_path / "w.bin"
+    source.write_bytes(b"weights")
+    blob = store_blob(tmp_path / "objects", source)
+    assert blob.parent.name + blob.name == sha256_file(source)
+    assert not os.access(blob, os.W_OK) or os.geteuid() == 0

@@ -8,13 +8,13 @@ import pytest
 from mint.examples import train
 from mint.runtime.server import ServerThread
 
-import test_runtime_support as support
+from support.runtime import make_spec, serving
 
 
 @pytest.fixture(scope="module")
 def served(demo):
-    spec = support.make_spec(demo)
-    runtime = support.serving(demo.base, spec)
+    spec = make_spec(demo)
+    runtime = serving(demo.base, spec)
     server = ServerThread(runtime)
     with server as url, httpx.Client(base_url=url, timeout=60) as client:
         yield client, runtime, spec

@@ -14,24 +14,33 @@ from mint.runtime.loader import SharedBase
 from mint.runtime.runtime import Runtime
 from mint.runtime.server import ServerThread
 
-import test_runtime_support as support
+from support.runtime import (
+    adapter_files,
+    ask_until,
+    make_spec,
+    random_router,
+    serving,
+    sha256_file,
+    stored_adapter,
+    verify_blobs,
+)
 
 
 @pytest.fixture(scope="module")
 def versions(demo, tmp_path_factory):
     """Three set versions whose weights lie in an object store: good, degraded, one to corrupt."""
     objects = tmp_path_factory.mktemp("store") / "objects"
-    experts = {label: support.stored_adapter(objects, p) for label, p in demo.experts.items()}
+    experts = {label: stored_adapter(objects, p) for label, p in demo.experts.items()}
     return tuple(
-        support.make_spec(demo, experts=experts, router=support.stored_adapter(objects, router))
-        for router in (demo.router, demo.degraded_router, support.random_router())
+        make_spec(demo, experts=experts, router=stored_adapter(objects, router))
+        for router in (demo.router, demo.degraded_router, random_router())
     )
 
 
 def corrupt(path: str) -> None:
     """Change one byte of a stored blob in place, as bit rot or a careless hand would (once)."""
     blob = os.path.basename(os.path.dirname(path)) + os.path.basename(path)
-    if support.sha256_file(path) != blob:
+    if sha256_file(path) != blob:
         return  # already corrupt
     os.chmod(path, 0o644)
     data = bytearray(open(path, "rb").read())
@@ -41,7 +50,7 @@ def corrupt(path: str) -> None:
 
 @pytest.fixture
 def runtime(demo, versions):
-    runtime = support.serving(demo.base, versions[0], verify=support.verify_blobs)
+    runtime = serving(demo.base, versions[0], verify=verify_blobs)
     yield runtime
     runtime.close()
 
@@ -52,7 +61,7 @@ def following(demo, versions) -> tuple[Runtime, dict]:
     channel = {"commit": versions[0].id}
     runtime = Runtime(
         SharedBase.load(demo.base),
-        verify=support.verify_blobs,
+        verify=verify_blobs,
         resolve=lambda: channel["commit"],
         load_spec=specs.__getitem__,
         poll_interval=0.05,
@@ -117,14 +126,14 @@ def test_a_corrupt_or_mismatched_version_never_replaces_the_serving_one(
         runtime.stage(doomed)
     assert runtime.update(doomed) is False
     with pytest.raises(BaseMismatch):
-        runtime.stage(support.make_spec(demo, fingerprint="f" * 64))
+        runtime.stage(make_spec(demo, fingerprint="f" * 64))
     garbage = tmp_path / "garbage"
     garbage.mkdir()
     (garbage / "adapter_config.json").write_text((demo.router / "adapter_config.json").read_text())
     (garbage / "adapter_model.safetensors").write_bytes(b"not safetensors at all")
     unverified = Runtime(runtime.base)  # without a verify callable the loader still refuses it
     with pytest.raises(AdapterLoadError):
-        unverified.stage(support.make_spec(demo, router=support.adapter_files(garbage)))
+        unverified.stage(make_spec(demo, router=adapter_files(garbage)))
     assert unverified.metrics.failed_swaps == 1
     assert runtime.active.id == good.id and runtime.staged is None
     assert runtime.metrics.failed_swaps == 3 and runtime.metrics.swaps == 1
@@ -177,7 +186,7 @@ def test_many_swaps_under_concurrent_requests_fail_no_request(demo, versions):
     results, stop = [], threading.Event()
     with ServerThread(runtime) as url:
         asking = (url, stop, results, "fix bug")
-        threads = [threading.Thread(target=support.ask_until, args=asking) for _ in range(3)]
+        threads = [threading.Thread(target=ask_until, args=asking) for _ in range(3)]
         for thread in threads:
             thread.start()
         try:

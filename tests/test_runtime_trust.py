@@ -21,12 +21,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -36,68 +32,12 @@ from mint.ids import utcnow
 from mint.remote.repo import RemoteRepo
 from mint.runtime.service import recorder_for
 
-from support import free_port
+from support import wait_until
 from support.loop import build_set
 from support.registry import create_token, error_of, running_registry
+from support.serving import raw_chat, start_serve
 
-START_TIMEOUT = 240.0  # seconds: loading the base and a set on a busy two-core machine
 SECRET = "s3cret-" + uuid.uuid4().hex
-
-
-@dataclass
-class Served:
-    """A `mint serve` process; its stdout and stderr go to `log`."""
-
-    url: str
-    process: subprocess.Popen
-    log: Path
-
-    def client(self, token: str | None = None) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=120)
-
-    def health(self) -> dict | None:
-        try:
-            r = httpx.get(self.url + "/healthz", timeout=5)
-        except httpx.HTTPError:
-            return None
-        return r.json() if r.status_code == 200 else None
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 120) -> int:
-        """Send SIG by pid and wait for the exit code (SIGKILL past TIMEOUT: a failure)."""
-        if self.process.poll() is None:
-            os.kill(self.process.pid, sig)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        return self.process.returncode
-
-
-def start_serve(repo: str, base, folder: Path, *args: str, env: dict | None = None) -> Served:
-    """`python -m mint --repo REPO serve macaron@production --base-dir BASE --port P ARGS`;
-    returns once /healthz answers (it needs no token)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log = folder / f"serve-{port}.log"
-    argv = [sys.executable, "-m", "mint", "--repo", repo, "serve", "macaron@production"]
-    argv += ["--base-dir", str(base), "--port", str(port), *args]
-    full_env = {**os.environ, "XDG_CONFIG_HOME": str(folder / "config"), **(env or {})}
-    full_env["XDG_CACHE_HOME"] = str(folder / "cache")
-    with open(log, "wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=full_env)
-    served = Served(f"http://127.0.0.1:{port}", process, log)
-    deadline = time.monotonic() + START_TIMEOUT
-    while served.health() is None:
-        if process.poll() is not None or time.monotonic() > deadline:
-            served.stop(signal.SIGKILL)
-            raise RuntimeError(f"mint serve did not start:\n{served.output()[-3000:]}")
-        time.sleep(0.1)
-    return served
 
 
 @pytest.fixture
@@ -108,23 +48,6 @@ def local(tmp_path, models):
     api.promote(repo, ids["set"], "production", by="alice")
     yield repo, ids
     repo.close()
-
-
-def raw_chat(client: httpx.Client, text: str, **extra) -> httpx.Response:
-    """A chat request whose JSON escapes every non-ASCII character, lone surrogates too."""
-    body = {"model": "macaron", "messages": [{"role": "user", "content": text}], **extra}
-    body.setdefault("max_tokens", 2)
-    data = json.dumps(body, ensure_ascii=True).encode("ascii")
-    return client.post(
-        "/v1/chat/completions", content=data, headers={"content-type": "application/json"}
-    )
-
-
-def wait_until(condition, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 @contextlib.contextmanager

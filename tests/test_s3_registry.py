@@ -15,7 +15,6 @@ from pathlib import Path
 import httpx
 import pytest
 from huggingface_hub import HfApi, snapshot_download
-from test_events import wait_until
 
 from mint import api
 from mint.errors import BlobCorrupt
@@ -23,30 +22,16 @@ from mint.remote.events import EventStream
 from mint.remote.http import Client
 from mint.remote.repo import RemoteRepo
 
+from support import wait_until
 from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
 from support.s3server import shared_server
+from support.texts import TEAM_MACARON
 
 pytestmark = pytest.mark.xdist_group("registry")
 
 ME = "tester"
 THRESHOLD = 4096  # bytes: the tiny adapters' weights are above it, their configs below
-MOL = """
-name = "macaron"
-protocol = "mol/1"
-base = "tiny-llama"
-[router]
-adapter = "router@v1"
-labels = ["chat", "coding"]
-prompt = "route.md"
-default = "chat"
-[experts]
-chat = "team/chat@production"
-coding = "coding"
-[summary]
-adapter = "team/chat"
-prompt = "summary.md"
-"""
 
 
 def sha(path: Path) -> str:
@@ -118,7 +103,7 @@ def local(tmp_path, models):
     api.promote(repo, c1, "production", by=ME)
     folder = tmp_path / "set"
     folder.mkdir()
-    (folder / "mol.toml").write_text(MOL)
+    (folder / "mol.toml").write_text(TEAM_MACARON.replace('"team/macaron"', '"macaron"'))
     (folder / "route.md").write_text("Route the request to one expert.\n")
     (folder / "summary.md").write_text("Summarise the turn.\n")
     s1 = api.set_commit(repo, folder / "mol.toml", "the set", author=ME).id

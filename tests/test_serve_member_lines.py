@@ -13,15 +13,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_runtime_trust import raw_chat, start_serve
 
 from mint import api
 from mint.remote.repo import RemoteRepo
 
-from support.loop import MOL, build_set
+from support.loop import build_set
 from support.registry import create_token, running_registry
+from support.serving import raw_chat, start_serve
+from support.texts import MACARON
 
-MEMBERS = ("router", "chat", "coding", "summary")  # macaron's member lines (loop_support)
+MEMBERS = ("router", "chat", "coding", "summary")  # macaron's member lines (support.loop)
 SWAP_TIMEOUT = 120.0  # seconds the server gets to follow the channel to a new set
 
 
@@ -86,7 +87,7 @@ def test_a_channel_moving_to_other_members_is_checked_again(served, repo, models
     # a new set on the same line whose chat expert is the commit of line secret
     api.commit(repo, "secret", models["a2"], "secret", author="alice")
     folder = ids["folder"]
-    (folder / "mol.toml").write_text(MOL.replace('chat = "chat"', 'chat = "secret"'))
+    (folder / "mol.toml").write_text(MACARON.replace('chat = "chat"', 'chat = "secret"'))
     moved = api.set_commit(repo, folder / "mol.toml", "secret chat", author="alice").id
     boss = RemoteRepo(registry.url, tokens["boss"], cache=tmp_path / "boss")
     try:

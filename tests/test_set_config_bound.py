@@ -21,11 +21,12 @@ from mint import schema as s
 from mint.bases import fingerprint
 from mint.cli import run_in_process
 from mint.commits import rows
-from mint.ids import object_id, utcnow
+from mint.ids import utcnow
 
 from conftest import Result
 from support.pgdb import pg_database
 from support.registry import create_token, error_of, start_registry
+from support.wire import recompute_id
 
 pytestmark = pytest.mark.xdist_group("registry")
 
@@ -44,16 +45,6 @@ coding = "coding-router"
 adapter = "coding"
 prompt = "summary.md"
 """
-
-
-def recompute_id(wire: dict) -> None:
-    """The id of WIRE's content, as a sender computes it (the config is not part of it)."""
-    members = sorted([m[0], m[1], m[2]] for m in wire["members"])
-    files = {p: [f[0], f[1]] for p, f in sorted(wire["files"].items())}
-    tree = object_id({"files": files, "base": wire["base_fingerprint"], "members": members})
-    keys = ("kind", "line", "parents", "base", "message", "author", "created_at")
-    content = {k: wire[k] for k in keys + ("meta", "provenance")}
-    wire["id"] = object_id({**content, "tree": tree})
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

@@ -9,23 +9,7 @@ import pytest
 from mint import api
 
 from conftest import one_line_error, snapshot
-
-MOL = """
-name = "macaron"
-protocol = "mol/1"
-base = "tiny-llama"
-[router]
-adapter = "router@v1"
-labels = ["chat", "coding"]
-prompt = "route.md"
-default = "chat"
-[experts]
-chat = "chat@production"
-coding = "coding"
-[summary]
-adapter = "chat"
-prompt = "summary.md"
-"""
+from support.texts import MACARON_BY_REFS as MOL  # router@v1, chat@production
 
 
 @pytest.fixture
@@ -121,7 +105,10 @@ def test_set_refusals(setdir, repo, models, tmp_path):
         one_line_error(mint("set", "commit", folder / "mol.toml"), expect)
         assert snapshot(repo) == before
 
-    refuse(MOL.replace('coding = "coding"', 'coding = "foreign"'), "the set's base is tiny-llama")
+    refuse(
+        MOL.replace('coding = "coding"', 'coding = "foreign"'),
+        "the set's base is tiny-llama",
+    )
     refuse(MOL.replace('coding = "coding"\n', ""), "label 'coding' has no expert")
     refuse(MOL.replace('"route.md"', '"missing.md"'), "prompt file missing.md is missing")
     refuse(MOL.replace('"route.md"', '"../escape.md"'), "must be a relative path inside")
@@ -140,7 +127,10 @@ def test_set_refusals(setdir, repo, models, tmp_path):
     refuse(MOL.replace('"route.md"', '"latin1.md"'), "not UTF-8")
     refuse(MOL.replace('default = "chat"', 'default = "ui"'), "not one of the labels")
     refuse(MOL.replace('"router@v1"', '"router@v9"'), "no tag or channel")
-    refuse(MOL.replace("[summary]", "[nothing]"), "needs [router], [experts] and [summary]")
+    refuse(
+        MOL.replace("[summary]", "[nothing]"),
+        "needs [router], [experts] and [summary]",
+    )
     refuse(
         MOL.replace('adapter = "chat"', 'adapter = "macaron"').replace(
             'name = "macaron"', 'name = "chat"'

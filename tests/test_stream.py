@@ -16,7 +16,7 @@ from mint.runtime.decoding import TextStream
 from mint.runtime.errors import TurnCancelled
 from mint.runtime.server import ServerThread
 
-import test_runtime_support as support
+from support.runtime import adapter_files, make_spec, serving
 
 REQUESTS = [  # (model, text, max_tokens): routed to every expert, direct, cut by the limit
     ("macaron", "please fix the python bug", 32),
@@ -33,13 +33,13 @@ REQUESTS = [  # (model, text, max_tokens): routed to every expert, direct, cut b
 def babbler(demo, tmp_path_factory):
     """The demo set plus `joke`, an untrained expert that talks until its token limit."""
     folder = build_adapter(demo.base, tmp_path_factory.mktemp("joke") / "joke", seed=11)
-    experts = {label: support.adapter_files(p) for label, p in demo.experts.items()}
-    return support.make_spec(demo, experts={**experts, "joke": support.adapter_files(folder)})
+    experts = {label: adapter_files(p) for label, p in demo.experts.items()}
+    return make_spec(demo, experts={**experts, "joke": adapter_files(folder)})
 
 
 @pytest.fixture(scope="module")
 def served(demo, babbler):
-    runtime = support.serving(demo.base, babbler)
+    runtime = serving(demo.base, babbler)
     with ServerThread(runtime) as url:
         yield url, runtime
     runtime.close()
@@ -120,7 +120,7 @@ def slow(runtime, seconds: float):
 
 
 def test_a_client_that_disconnects_mid_stream_frees_its_slot(demo, babbler):
-    runtime = support.serving(demo.base, babbler, batching=BatchPolicy.off())
+    runtime = serving(demo.base, babbler, batching=BatchPolicy.off())
     hook = slow(runtime, 0.01)  # 256 tokens take seconds; a disconnect is seen in far less
     body = {
         "model": "joke",
@@ -149,7 +149,7 @@ def test_a_client_that_disconnects_mid_stream_frees_its_slot(demo, babbler):
 
 
 def test_a_cancelled_turn_stops_at_the_next_token(demo, babbler):
-    runtime = support.serving(demo.base, babbler)
+    runtime = serving(demo.base, babbler)
     events, first_text = [], threading.Event()
 
     def on_event(kind, value):

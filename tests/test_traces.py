@@ -20,7 +20,8 @@ from mint.runtime.evaluate import read_records
 
 from conftest import one_line_error, snapshot
 from support.pgdb import pg_database
-from test_runtime_support import demo as demo_files
+from support.runtime import committed_demo
+from support.runtime import demo as demo_files
 
 pytestmark = pytest.mark.xdist_group("demo")
 
@@ -189,25 +190,6 @@ def based(mint, models):
 
 
 # --- the real server: turns recorded, feedback taken ---------------------------------------
-
-
-def committed_demo(repo, files, folder) -> dict:
-    """The trained demo committed into REPO: experts tagged v1, the router, set `macaron`
-    promoted to production. Returns {"set": id, "router": id}."""
-    from mint.examples.demo import MOL
-
-    api.base_add(repo, "tiny-llama", files.base)
-    for label, path in files.experts.items():
-        api.commit(repo, label, path, label, author="ann")
-        api.tag(repo, "v1", label, by="ann")
-    router = api.commit(repo, "router", files.router, "router", author="ann").id
-    folder.mkdir(parents=True, exist_ok=True)
-    for src in (files.route_prompt, files.summary_prompt):
-        (folder / src.name).write_bytes(src.read_bytes())
-    (folder / "mol.toml").write_text(MOL.format(router=router))
-    set_id = api.set_commit(repo, folder / "mol.toml", "demo", author="ann").id
-    api.promote(repo, set_id, "production", by="ann")
-    return {"set": set_id, "router": router}
 
 
 @contextlib.contextmanager

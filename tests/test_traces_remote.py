@@ -12,10 +12,6 @@ import uuid
 import httpx
 import pytest
 import sqlalchemy as sa
-from test_canary import two_sets  # noqa: F401  (the fixture: macaron@production and a 2nd set)
-from test_canary_split import wait_for
-from test_events import macaron  # noqa: F401  (the fixture: the demo MoL behind a registry)
-from test_follow import start_follower
 
 from mint import api
 from mint import schema as s
@@ -26,11 +22,13 @@ from mint.remote.repo import RemoteRepo
 from mint.runtime.service import recorder_for
 
 from conftest import Result, one_line_error
+from support import wait_until
 from support.registry import create_token, error_of, running_registry
+from support.serving import start_follower
 
 
 @pytest.fixture
-def served(two_sets, repo, tmp_path):  # noqa: F811
+def served(two_sets, repo, tmp_path):
     """two_sets behind a registry; a RemoteRepo per token (chatty: a writer on chat* only)."""
     roles = {"rita": "reader", "walt": "writer"}
     tokens = {name: create_token(repo.root, name, role) for name, role in roles.items()}
@@ -212,7 +210,7 @@ class Outage(httpx.HTTPTransport):
 
 
 @pytest.mark.xdist_group("demo")
-def test_a_following_server_records_turns_and_feedback_on_the_registry(macaron, tmp_path):  # noqa: F811
+def test_a_following_server_records_turns_and_feedback_on_the_registry(macaron, tmp_path):
     repo, registry, token, sets, files = macaron
     api.promote(repo, sets[0], "production", by="tester")
     writer = create_token(repo.root, "server", "writer")
@@ -232,7 +230,9 @@ def test_a_following_server_records_turns_and_feedback_on_the_registry(macaron, 
             assert r.status_code == 404 and r.json()["error"]["code"] == "trace_not_found"
             r = client.post("/v1/feedback", json={"id": answered[1], "score": 7})
             assert r.status_code == 400, r.text
-        wait_for(lambda: len(api.traces_ls(reader, set_rev="macaron")) == 2, "no traces came", 60)
+        wait_until(
+            lambda: len(api.traces_ls(reader, set_rev="macaron")) == 2, "no traces came", 60
+        )
         found = {t.id: t for t in api.traces_ls(reader, set_rev="macaron")}
         assert set(found) == set(answered)
         assert found[answered[0]].score == 0.25 and found[answered[1]].score is None

@@ -8,6 +8,7 @@ from mint import api, transfer
 from mint.errors import InvalidObject, MissingObjects, NotFastForward, RefConflict
 
 from conftest import snapshot
+from support.texts import PROD
 
 
 @pytest.fixture
@@ -15,9 +16,7 @@ def two(repo, mint, models, tmp_path):
     """A source repository with a line of two commits and an evaluation, and an empty one."""
     assert mint("base", "add", "tiny-llama", models["base"]).code == 0
     contract = tmp_path / "c.toml"
-    contract.write_text(
-        'name = "prod"\nchannel = "production"\n[[metric]]\nname = "acc"\nmin = 0.5\n'
-    )
+    contract.write_text(PROD)
     mint("contract", "add", contract)
     mint("commit", "chat", models["a1"], "-m", "one")
     mint("commit", "chat", models["a2"], "-m", "two")

@@ -25,43 +25,13 @@ from mint.cli import run_in_process
 
 from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
+from support.texts import MACARON_BY_REFS, PRODUCTION_ACCURACY, RELEASE_ACCURACY
 
 pytestmark = pytest.mark.xdist_group("web")
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 LONG = 53  # commits on the line `long`: a page of 50 and one of 3
 SCRIPT_MESSAGE = 'first <script>alert("x")</script> & <b>bold</b>'
-PRODUCTION = """
-name = "production"
-channel = "production"
-[[metric]]
-name = "accuracy"
-min = 0.5
-"""
-RELEASE = """
-name = "release"
-channel = "release"
-approvals = 1
-[[metric]]
-name = "accuracy"
-min = 0.5
-"""
-MOL = """
-name = "macaron"
-protocol = "mol/1"
-base = "tiny-llama"
-[router]
-adapter = "router@v1"
-labels = ["chat", "coding"]
-prompt = "route.md"
-default = "chat"
-[experts]
-chat = "chat@production"
-coding = "coding"
-[summary]
-adapter = "chat"
-prompt = "summary.md"
-"""
 
 
 PROVENANCE = {"source": "hf", "repo": "acme/chat-lora", "revision": "v2", "sha": "ab" * 20}
@@ -141,7 +111,7 @@ def prepare(repo, models, folder: Path) -> dict[str, str]:
     ids = {k: v.id for k, v in ids.items()} | {"dataset": dataset.id}
     api.tag(repo, "chat@v1", ids["c1"], by="alice", message="the first")
     api.tag(repo, "router@v1", ids["router"], by="alice")
-    for name, text in (("production", PRODUCTION), ("release", RELEASE)):
+    for name, text in (("production", PRODUCTION_ACCURACY), ("release", RELEASE_ACCURACY)):
         (folder / f"{name}.toml").write_text(text)
         api.contract_add(repo, folder / f"{name}.toml", by="admin")
     for key, accuracy in (("c1", 0.71), ("c2", 0.83), ("c3", 0.9)):
@@ -156,7 +126,7 @@ def prepare(repo, models, folder: Path) -> dict[str, str]:
     api.rollback(repo, "chat@production", by="bob", reason="complaints about tone")
     mol = folder / "macaron"
     mol.mkdir()
-    (mol / "mol.toml").write_text(MOL)
+    (mol / "mol.toml").write_text(MACARON_BY_REFS)
     (mol / "route.md").write_text("Route the request to one expert.\n")
     (mol / "summary.md").write_text("Summarise the turn.\n")
     ids["set"] = api.set_commit(repo, mol / "mol.toml", "the set", author="alice").id

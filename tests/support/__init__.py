@@ -8,7 +8,12 @@ one another (tests/test_layout.py checks it):
 - `support.registry`: real `mint registry serve` processes, tokens, error answers.
 - `support.hubserver`: a Hugging Face Hub for tests (olah) and a stub Hub.
 - `support.s3server`: one moto S3 server per test process.
-- `support.loop`: the set line `macaron` on the tiny models, and traces with feedback.
+- `support.loop`: the set line `macaron` on the tiny models, a contract whose evaluator
+  scores routers, and traces with feedback.
+- `support.runtime`: the trained demo MoL (once per process), set specs, the demo committed.
+- `support.serving`: real `mint serve` processes, and clients that keep requests flowing.
+- `support.concurrency`: many `mint` processes released at one moment.
+- `support.wire`: commit wire forms whose id is computed again after a change.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:
     """Poll CONDITION every 20 ms until it is true; fail with WHAT after TIMEOUT seconds.
 
     TIMEOUT is a liveness limit on a busy machine, never a measure of speed."""

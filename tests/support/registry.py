@@ -102,6 +102,27 @@ def _wait_until_up(registry: Registry) -> bool:
     return False
 
 
+def restart_registry(repo_root, port: int) -> Registry:
+    """`mint registry serve` again on PORT, the one a stopped registry had (a client knows
+    it by its URL)."""
+    deadline = time.monotonic() + 30
+    while True:  # the old socket may linger a moment
+        log = Path(repo_root) / f".registry-{port}-again.log"
+        argv = ["--repo", str(repo_root), "registry", "serve", "--host", "127.0.0.1"]
+        with open(log, "ab") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "mint", *argv, "--port", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        registry = Registry(f"http://127.0.0.1:{port}", process.pid, log, process)
+        if _wait_until_up(registry):
+            return registry
+        registry.stop()
+        assert time.monotonic() < deadline, registry.output()[-2000:]
+        time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def running_registry(repo_root, **kwargs) -> Iterator[Registry]:
     """`start_registry` as a context: the server stops when the block ends."""

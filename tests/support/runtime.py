@@ -2,7 +2,8 @@
 
 The demo (a tiny base, a trained router, four specialists, a degraded router) is built once
 per process and cached here, because every runtime test module needs it and training takes
-a few seconds. Specs are built by hand, as the runtime receives them from `mint.api`.
+a few seconds. Specs are built by hand, as the runtime receives them from `mint.api`;
+`commit_demo` commits the demo into a repository as a user would.
 """
 
 from __future__ import annotations
@@ -151,9 +152,37 @@ def make_spec(
     )
 
 
-def test_store_blob_layout_is_verifiable(tmp_path):
-    source = tmp_path / "w.bin"
-    source.write_bytes(b"weights")
-    blob = store_blob(tmp_path / "objects", source)
-    assert blob.parent.name + blob.name == sha256_file(source)
-    assert not os.access(blob, os.W_OK) or os.geteuid() == 0
+def commit_demo(repo, files, folder: Path, routers: dict[str, Path], *, by: str) -> dict:
+    """The trained demo FILES committed into REPO: the base, each expert on its line tagged
+    v1, and for each of ROUTERS (name: adapter folder, in order) a commit on line `router` and
+    a set `macaron` over it (both with the name as message), its mol.toml and prompts written
+    in FOLDER. Returns {name: {"router": commit id, "set": set commit id}}, in ROUTERS' order."""
+    from mint import api
+    from mint.examples.demo import MOL
+
+    api.base_add(repo, "tiny-llama", files.base)
+    for label, path in files.experts.items():
+        api.commit(repo, label, path, label, author=by)
+        api.tag(repo, "v1", label, by=by)
+    folder.mkdir(parents=True, exist_ok=True)
+    for src in (files.route_prompt, files.summary_prompt):
+        (folder / src.name).write_bytes(src.read_bytes())
+    ids = {}
+    for name, path in routers.items():
+        router = api.commit(repo, "router", path, name, author=by).id
+        (folder / "mol.toml").write_text(MOL.format(router=router))
+        ids[name] = {
+            "router": router,
+            "set": api.set_commit(repo, folder / "mol.toml", name, author=by).id,
+        }
+    return ids
+
+
+def committed_demo(repo, files, folder: Path) -> dict:
+    """`commit_demo` with the trained router, its set `macaron` promoted to production.
+    Returns {"set": id, "router": id}."""
+    from mint import api
+
+    ids = commit_demo(repo, files, folder, {"demo": files.router}, by="ann")["demo"]
+    api.promote(repo, ids["set"], "production", by="ann")
+    return ids
