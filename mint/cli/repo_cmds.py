@@ -29,8 +29,15 @@ DEFAULT_GRACE_SECONDS = 3600  # mint.maintenance.DEFAULT_GRACE_SECONDS, without 
     "endpoint come from the standard AWS settings (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).",
 )
 @json_option
-def init(directory: str, db_url: str | None, store_url: str | None, as_json: bool) -> None:
+@click.pass_obj
+def init(
+    ctx: Context, directory: str, db_url: str | None, store_url: str | None, as_json: bool
+) -> None:
     """Create a repository in DIRECTORY/.mint/."""
+    if ctx.repo_path and ctx.is_remote:  # `--repo URL init` would make one here instead
+        from mint.errors import LocalOnly
+
+        raise LocalOnly("init")
     repo, created = api.init(
         directory, db_url or os.environ.get("MINT_DB_URL") or None, store_url or None
     )
