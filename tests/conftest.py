@@ -1,33 +1,68 @@
 """Shared fixtures: one database per test on SQLite and on the machine's PostgreSQL, tiny models.
 
 Every test that takes `repo` (or `db_url`) runs twice: once on a SQLite file and once on a
-fresh PostgreSQL database. PostgreSQL is never skipped: if it cannot be reached the tests
-fail, and `.ci/run` fails with them.
+PostgreSQL database of its own, empty and at the schema's head. PostgreSQL is never skipped:
+if it cannot be reached the tests fail, and `.ci/run` fails with them.
+
+Each repository is a copy of one that `mint init` made once per test process (its `.mint`
+folder: config, database, empty object store); a PostgreSQL database is migrated once, then
+emptied after each test and handed to the next (`support.pgdb.DatabasePool`), because
+migrating and dropping one per test cost more than most tests. `mint init` itself runs in
+the tests whose subject it is (test_migrations, test_integrity, test_s3_repo) and in every
+test that makes a second repository.
 """
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 import sqlalchemy as sa
 
 from mint import api
+from mint.repo import DIRNAME, open_repo
 
-from support.pgdb import pg_database
+from support.pgdb import DatabasePool
+
+
+@pytest.fixture(scope="session")
+def pg_pool(tmp_path_factory):
+    """Migrated PostgreSQL databases for this test process (see support.pgdb)."""
+    pool = DatabasePool(tmp_path_factory.mktemp("pg-pool"))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory):
+    """A repository that `mint init` made on SQLite, never written to: copied by `repo`."""
+    root = tmp_path_factory.mktemp("sqlite-template") / "repo"
+    api.init(root)[0].close()
+    return root
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path):
-    """None selects the embedded SQLite default; otherwise a PostgreSQL URL."""
+def db_url(request):
+    """None selects the embedded SQLite default; otherwise the URL of an empty PostgreSQL
+    database at the schema's head, this test's alone."""
     if request.param == "sqlite":
         yield None
     else:
-        with pg_database() as url:
-            yield url
+        pool = request.getfixturevalue("pg_pool")
+        url, _ = pool.take()
+        yield url
+        pool.give_back(url)
 
 
 @pytest.fixture
-def repo(db_url, tmp_path):
-    r, _ = api.init(tmp_path / "repo", db_url)
+def repo(db_url, tmp_path, request):
+    """A new, empty repository at tmp_path/repo on db_url's database."""
+    if db_url is None:
+        template = request.getfixturevalue("sqlite_template")
+    else:
+        template = request.getfixturevalue("pg_pool").templates[db_url]
+    shutil.copytree(template / DIRNAME, tmp_path / "repo" / DIRNAME)
+    r = open_repo(tmp_path / "repo")
     yield r
     r.close()
 

@@ -1,5 +1,6 @@
 """The migrations are the schema: upgrading an empty database gives exactly the models."""
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -9,14 +10,24 @@ from mint.db import Database, alembic_config, head_revision
 from mint.schema import metadata
 
 from conftest import one_line_error
+from support.pgdb import pg_database
 
 
-def _url(db_url, tmp_path):
-    return db_url or f"sqlite:///{tmp_path / 'empty.db'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_url(request, tmp_path):
+    """A database never migrated (the `db_url` fixture's are at head already)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+    else:
+        with pg_database() as url:
+            yield url
 
 
-def test_upgrade_head_matches_models(db_url, tmp_path):
-    url = _url(db_url, tmp_path)
+def test_upgrade_head_matches_models(empty_url):
+    url = empty_url
+    never_migrated = Database(url)
+    assert never_migrated.current_revision() is None
+    never_migrated.dispose()
     command.upgrade(alembic_config(url), "head")
     engine = sa.create_engine(url)
     with engine.connect() as conn:
