@@ -3,9 +3,14 @@
 
 A tiny base and adapters (mint.examples.tiny) are committed on a line of a local repository;
 a real `mint registry serve` runs over an empty one. The real CLI pushes (in this process) the
-line first (two new commits, their blobs and the base), then once more after a third commit;
-every request the client sends is logged by wrapping httpx.Client.send. Target: at most 3
-per push (missing-blobs, upload, objects-and-head).
+line first (two new commits, their blobs and the base), then once more after a third commit,
+then once more with nothing new; every request the client sends is logged by wrapping
+httpx.Client.send. Target: at most 3 per push (missing-blobs, upload, objects-and-head).
+
+"before" is the figure of the client before the pack and the heads-with-objects request
+(commit 35a4be3 measured it: GET /lines, POST /blobs/missing, one PUT per blob, POST
+/objects, POST /lines/{line}/head when the line moves), computed from the blobs each push
+sent; "after" is measured.
 
     python bench/bench_push_requests.py
 """
@@ -13,6 +18,7 @@ per push (missing-blobs, upload, objects-and-head).
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import sys
@@ -26,6 +32,13 @@ from support.registry import create_token, start_registry  # noqa: E402
 
 def _shape(path: str) -> str:
     return re.sub(r"/[0-9a-f]{64}", "/{id}", path.split("?", 1)[0])
+
+
+def before(blobs: int, moved: int) -> int:
+    """The requests of the old client for a push of one line that sent BLOBS blobs and moved
+    MOVED line heads: GET /lines, POST /blobs/missing, a PUT per blob, POST /objects, and a
+    POST /lines/{line}/head per line that moved."""
+    return 3 + blobs + moved
 
 
 def run() -> dict:
@@ -57,13 +70,21 @@ def run() -> dict:
     os.environ["MINT_TOKEN"] = token
     out = {}
     try:
-        for label in ("first push", "push after one more commit"):
-            if label != "first push":
+        for label in ("first push", "push after one more commit", "push with nothing new"):
+            if label == "push after one more commit":
                 api.commit(local, "chat", adapters[2], "v2", author="bench")
             sent.clear()
-            code, _, err = run_in_process(["--repo", str(local.root), "push", server.url, "chat"])
+            argv = ["--repo", str(local.root), "push", server.url, "chat", "--json"]
+            code, stdout, err = run_in_process(argv)
             assert code == 0, err
-            out[label] = {"requests": len(sent), "by_route": dict(collections.Counter(sent))}
+            result = json.loads(stdout)
+            moved = sum(1 for line in result["lines"] if line["moved"])
+            out[label] = {
+                "requests": len(sent),
+                "before": before(result["blobs"], moved),
+                "blobs": result["blobs"],
+                "by_route": dict(collections.Counter(sent)),
+            }
     finally:
         httpx.Client.send = original
         server.stop()
@@ -74,6 +95,9 @@ def run() -> dict:
 
 if __name__ == "__main__":
     for label, figures in run().items():
-        print(f"{label}: {figures['requests']} requests")
+        print(
+            f"{label} ({figures['blobs']} blobs): {figures['requests']} requests "
+            f"(before: {figures['before']})"
+        )
         for route, n in figures["by_route"].items():
             print(f"  {n} x {route}")
