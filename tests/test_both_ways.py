@@ -308,13 +308,6 @@ LOOP_BY = ("$[*].by", "$.canary.started_by", "$.canary.stopped_by")
 # it; a registry keeps no client's folder (None).
 BASE_SOURCE = ("$.source", "$[*].source")
 
-EVAL_TEXT = pytest.mark.xfail(
-    strict=True,
-    reason="issue 20: `eval --metric acc=high` against a registry sends the text, and the "
-    "registry's validator answers 'body.metrics.acc: Input should be a valid number, unable "
-    "to parse string as a number' where locally mint says \"metric 'acc' is not a number: "
-    "'high'\"",
-)
 
 SETUP: list[Case] = [
     Case(("base", "add", "tiny-llama", "{BASE}", "--json"), "setup-base-add", known=BASE_SOURCE),
@@ -428,7 +421,6 @@ WRITES: list[Case] = [
     Case(
         ("eval", "w-commit", "--contract", "review", "--metric", "acc=high"),
         "eval-refused",
-        marks=(EVAL_TEXT,),
     ),
     Case(("gate", "w-commit", "--to", "review", "--json"), "gate-needs-approval"),
     Case(

@@ -64,7 +64,7 @@ class ContractBody(Body):
 class EvaluationBody(Body):
     rev: Rev
     contract: Name
-    metrics: dict[Name, float]
+    metrics: dict[Name, Any]  # checked by evaluation_values, as mint eval checks them
     source: EvalSource = EvalSource.MANUAL
     evaluator: dict[str, Any] | None = None
     data_hash: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None

@@ -103,15 +103,20 @@ class RemoteBackend:
     # -- writes --------------------------------------------------------------------------
 
     def record(self, new: NewCommit, head: str | None, staged) -> CommitResult:
-        """Send the blobs the registry lacks, then the commit (whose id it recomputes), then
-        move the head from HEAD by compare-and-swap."""
+        """Send the blobs the registry lacks (which, then one pack), then the commit (whose id
+        the registry recomputes) with its head's move from HEAD, by compare-and-swap in the
+        transaction that stores it: three requests."""
+        from mint.errors import RefConflict
+        from mint.remote.transfer_client import post_objects
+        from mint.transfer import HeadMove
         from mint.wire import commit_wire
 
         sent = staged.store()
-        self.client.post(
-            "/objects", {"bases": [], "commits": [commit_wire(new)], "evaluations": []}
-        )
-        self.client.post(f"/lines/{segment(new.line)}/head", {"old": head, "new": new.id})
+        payload = {"bases": [], "commits": [commit_wire(new)], "evaluations": []}
+        moved = post_objects(self.remote, payload, heads=[HeadMove(new.line, head, new.id)])
+        for m in moved["heads"]:
+            if m["result"] != "moved":
+                raise RefConflict(f"line {new.line}", head, m["head"])
         return CommitResult(new.id, new.line, new.parents, created=True, bytes_written=sent)
 
 
