@@ -1,9 +1,10 @@
-"""Builders shared by the runtime tests: one trained tiny MoL per test session, and set specs.
+"""Builders shared by the runtime tests: one trained tiny MoL per test run, and set specs.
 
 The demo (a tiny base, a trained router, four specialists, a degraded router) is built once
-per process and cached here, because every runtime test module needs it and training takes
-a few seconds. Specs are built by hand, as the runtime receives them from `mint.api`;
-`commit_demo` commits the demo into a repository as a user would.
+per test run (xdist's workers share it) and cached here, because every runtime test module
+needs it and training takes half a minute on a busy machine. Specs are built by hand, as the
+runtime receives them from `mint.api`; `commit_demo` commits the demo into a repository as a
+user would.
 """
 
 from __future__ import annotations
@@ -27,20 +28,41 @@ _CACHE: dict[str, object] = {}
 
 
 def demo(tmp_path_factory):
-    """The trained demo files (built on first use, then shared by every test module)."""
+    """The trained demo files: built on first use by one process of the test run (under
+    xdist the workers share one build, behind a file lock), then shared by every module."""
     if "demo" not in _CACHE:
         import torch
 
-        from mint.examples import train
-        from mint.examples.tiny import build_adapter
-
         torch.set_num_threads(1)  # far faster than two threads on a busy two-core machine
-        root = tmp_path_factory.mktemp("mol")
-        files = train.build_demo(root / "demo")
-        build_adapter(files.base, root / "random-router", seed=7)
-        _CACHE["demo"] = files
-        _CACHE["random_router"] = root / "random-router"
+        _CACHE["demo"], _CACHE["random_router"] = _shared_build(tmp_path_factory, _train_demo)
     return _CACHE["demo"]
+
+
+def _train_demo(root: Path) -> tuple:
+    from mint.examples import train
+    from mint.examples.tiny import build_adapter
+
+    files = train.build_demo(root / "demo")
+    return files, build_adapter(files.base, root / "random-router", seed=7)
+
+
+def _shared_build(tmp_path_factory, build) -> object:
+    """BUILD(folder)'s result, built once per test run: xdist workers share the run's base
+    temporary folder, so the first to take the lock builds and the others read its result
+    (a pickle of paths). Without xdist the folder is this process's own."""
+    import fcntl
+    import pickle
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = shared / "mol-shared", shared / "mol-shared.pickle"
+    with open(shared / "mol-shared.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            result = build(folder)
+            done.with_suffix(".tmp").write_bytes(pickle.dumps(result))
+            done.with_suffix(".tmp").replace(done)
+        return pickle.loads(done.read_bytes())
 
 
 def random_router() -> Path:
