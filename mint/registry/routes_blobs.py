@@ -68,7 +68,8 @@ def missing(repo: RepoDep, who: Writer, body: MissingBody) -> MintJSON:
                 )
             if body.lines is not None:
                 heads = transfer.line_heads(conn, body.lines)
-    return answer({"missing": [i for i in wanted if i in absent], "heads": heads})
+    found = {"missing": [i for i in wanted if i in absent]}
+    return answer(found if heads is None else {**found, "heads": heads})
 
 
 @router.get(
