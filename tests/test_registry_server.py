@@ -426,8 +426,11 @@ def test_push_records_the_pusher_and_moves_the_head_fast_forward_only(env):
     source, ids = source_repo(env, "team-src", "team", 3)
     writer = env.as_("writer")
     sent = send_objects(writer, source, ids[:2])
-    assert sent.status_code == 200 and sent.json() == {"stored": ids[:2], "present": []}
-    assert send_objects(writer, source, ids[:2]).json() == {"stored": [], "present": ids[:2]}
+    nothing_moved = {"heads": [], "tags": []}  # none asked for with the objects
+    assert sent.status_code == 200
+    assert sent.json() == {"stored": ids[:2], "present": [], **nothing_moved}
+    again = send_objects(writer, source, ids[:2]).json()
+    assert again == {"stored": [], "present": ids[:2], **nothing_moved}
     head = "/api/v1/lines/team/head"
     assert writer.post(head, json={"old": None, "new": ids[1]}).json() == {
         "line": "team",
