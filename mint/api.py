@@ -94,7 +94,7 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "write_traces": ("mint.traces.records", "write_traces", _ANY),
     "dataset_show": ("mint.traces.export", "dataset_show", _ANY),
     "export": ("mint.porcelain.files", "export", _ONCE),
-    "pull": ("mint.hf.pull", "pull", _LOCAL),
+    "pull": ("mint.porcelain.pull", "pull", _ONCE),
     "HubSettings": ("mint.hf.settings", "HubSettings", _PLAIN),
     "evaluations_of": ("mint.gates.evaluations", "evaluations_of", _ANY),
     "remote_add": ("mint.remote.config", "remote_add", _PLAIN),
@@ -241,13 +241,13 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         promote,
         rollback,
     )
-    from mint.hf.pull import pull
     from mint.hf.settings import HubSettings
     from mint.maintenance import fsck, gc
     from mint.porcelain.commit import candidates, commit, set_commit, set_derive
     from mint.porcelain.evaluate import evaluate
     from mint.porcelain.files import adapter_config, checkout, export, set_spec
     from mint.porcelain.improve import improve
+    from mint.porcelain.pull import pull
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
     from mint.remote.transfer_client import clone, fetch, push

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -634,7 +635,6 @@ def test_write(both, case):
     _check(both, case, both.answers[case.id])
 
 
-@NOT_YET
 def test_pull(both, tmp_path_factory, models):
     """`mint pull hf://ORG/REPO` from a real Hub (olah serving a git repository)."""
     server = HubServer(tmp_path_factory.mktemp("hub"))
@@ -649,6 +649,16 @@ def test_pull(both, tmp_path_factory, models):
             remote = both.remote.run(PULL)
             # if the registry refuses, the local repository is left as it is
             assert remote.code == 0, f"the registry refused: {remote.err.strip()}"
+            # the registry finds the hub commit it holds (GET /pulled), by repo, sha and folder
+            [item] = remote.json()["pulled"]
+            registry = RemoteRepo(both.remote.repo, os.environ["MINT_TOKEN"], cache=None)
+            try:
+                held = registry.backend.pulled("org/ad", item["sha"])
+                assert (held.id, held.line) == (item["id"], "w-pulled")
+                assert registry.backend.pulled("org/ad", item["sha"], "a-folder") is None
+                assert registry.backend.pulled("org/other", item["sha"]) is None
+            finally:
+                registry.close()
             env.setenv("HF_HOME", str(both.local.work / "hf"))
             local = both.local.run(PULL)
     finally:

@@ -546,7 +546,7 @@ def test_a_set_is_checked_whole_before_any_member_is_committed(based, repo, mode
 def test_a_set_pull_that_fails_late_takes_its_member_commits_back(
     repo, models, hf_env, monkeypatch
 ):
-    import mint.hf.pull as pulling
+    import mint.porcelain.pull as pulling
 
     api.base_add(repo, "tiny-llama", models["base"])
     older = api.commit(repo, "chat", models["a3"], "an older chat", author="tester")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from mint.objects import (
         Base,
         CommitDetail,
+        CommitInfo,
         CommitResult,
         Contract,
         Evaluation,
@@ -67,6 +68,9 @@ class Backend(Protocol):
 
     def get_base(self, name: str) -> Base: ...
     def find_base(self, adapter_base: str | None, explicit: str | None) -> Base: ...
+    def pulled(self, repo_id: str, sha: str, path: str | None = None) -> CommitInfo | None:
+        """The commit that holds hub commit SHA of REPO_ID (a set member's: folder PATH)."""
+
     def contract_show(self, name: str, version: int | None = None) -> Contract: ...
     def evaluations_of(self, rev: str) -> list[Evaluation]: ...
     def status(
@@ -93,6 +97,10 @@ class Backend(Protocol):
     def record(self, new: NewCommit, head: str | None, staged: Staged) -> CommitResult:
         """Store the blobs, then the commit, and move its line's head from HEAD to it by
         compare-and-swap."""
+
+    def take_back(self, recorded: list[tuple[str, str | None, str]]) -> None:
+        """Undo commits this process just made, each (line, head before, commit), where the
+        repository allows it (a local one; a registry keeps them)."""
 
     def record_evaluation(
         self,

@@ -25,6 +25,7 @@ REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "show": ("mint.commits.operations", "show"),
     "ls": ("mint.commits.operations", "ls"),
     "diff": ("mint.commits.operations", "diff"),
+    "pulled": ("mint.commits.operations", "pulled"),
     "tag": ("mint.refs.tags", "tag"),
     "tag_list": ("mint.refs.tags", "tag_list"),
     "tag_delete": ("mint.refs.tags", "tag_delete"),
@@ -153,6 +154,20 @@ class LocalBackend:
         from mint.commits.operations import record
 
         return record(self.repo, new, head, staged.store)
+
+    def take_back(self, recorded: list[tuple[str, str | None, str]]) -> None:
+        """Undo commits this process just made, each (line, head before, commit), newest
+        first, in one transaction: each line's head goes back by compare-and-swap (a line
+        they made is removed), and a commit's rows go unless something refers to it already.
+        Its blobs are left to gc."""
+        from mint.commits.rows import delete_unreferenced
+        from mint.refs import RefsContainer
+
+        with self.repo.db.write() as conn:
+            refs = RefsContainer(conn)
+            for line, old, new in reversed(recorded):
+                if refs.retract_head(line, new, old):
+                    delete_unreferenced(conn, new)
 
 
 class _AdapterBlobs:

@@ -95,6 +95,23 @@ def show(repo: Repo, rev: str) -> CommitDetail:
         return detail
 
 
+def pulled(repo: Repo, repo_id: str, sha: str, path: str | None = None) -> CommitInfo | None:
+    """The commit that holds hub commit SHA of REPO_ID (a set's member: its folder PATH), the
+    oldest if several do, or None.
+
+    One indexed lookup on `commits.source_sha`; the repo and folder are checked on the few
+    rows that share the sha.
+    """
+    c = s.commits.c
+    q = sa.select(s.commits).where(c.source_sha == sha).order_by(c.created_at, c.id)
+    with repo.db.read() as conn:
+        for row in conn.execute(q):
+            prov = row.provenance or {}
+            if (prov.get("source"), prov.get("repo"), prov.get("path")) == ("hf", repo_id, path):
+                return rows.infos(conn, [row])[0]
+    return None
+
+
 def ls(repo: Repo, *, limit: int | None = None, after: str | None = None) -> list[LineInfo]:
     """Every line by name with its kind, head and number of commits; with LIMIT and AFTER (a
     line name), one page: the first LIMIT lines whose names sort after AFTER."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import StringConstraints
 
 from mint import api, objects
 from mint.backend.local import LocalBackend
+from mint.errors import Forbidden
 from mint.ids import Kind
-from mint.registry.auth import Reader, RepoDep, check_line, check_rev, visible
+from mint.registry.auth import Reader, RepoDep, check_commit, check_line, check_rev, visible
 from mint.registry.models import Found, Id64, LineHead, Name, Resolved, Rev, WhoAmI
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, list_of, model_of
@@ -77,6 +79,30 @@ def line_tree(repo: RepoDep, who: Reader, line: Name, tree: Id64, kind: KindQuer
     """The newest KIND commit of LINE whose content is TREE, or null."""
     check_line(who, line)
     return answer({"id": LocalBackend(repo).existing(line, kind, tree)})
+
+
+HubRepo = Annotated[str, StringConstraints(min_length=3, max_length=200)]
+HubSha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40,64}$")]
+HubPath = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+
+
+@router.get("/pulled", response_model=model_of(objects.CommitInfo) | None)
+def pulled(
+    repo: RepoDep,
+    who: Reader,
+    repo_: Annotated[HubRepo, Query(alias="repo", description="the hub repo, ORG/NAME")],
+    sha: Annotated[HubSha, Query(description="the hub commit")],
+    folder: Annotated[HubPath | None, Query(description="a set member's folder")] = None,
+) -> MintJSON:
+    """The commit that holds hub commit SHA of REPO (a set member: its FOLDER), or null,
+    also when it shows a line outside the token's lines: a pull then records its own."""
+    found = LocalBackend(repo).pulled(repo_, sha, folder)
+    if found is not None and who.lines is not None:
+        try:
+            check_commit(repo, who, found.id)
+        except Forbidden:
+            found = None
+    return answer(found)
 
 
 @router.get("/commits/{rev:path}", response_model=model_of(objects.CommitDetail))

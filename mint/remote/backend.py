@@ -119,6 +119,10 @@ class RemoteBackend:
                 raise RefConflict(f"line {new.line}", head, m["head"])
         return CommitResult(new.id, new.line, new.parents, created=True, bytes_written=sent)
 
+    def take_back(self, recorded: list[tuple[str, str | None, str]]) -> None:
+        """Nothing: a registry moves heads forward only and deletes no commit, so commits
+        recorded there stay, their lines' heads on them, as after a pushed line."""
+
 
 class _Upload:
     """Blobs to send: files (id -> (path, size)) and literal bytes."""

@@ -37,6 +37,13 @@ def show(repo: RemoteRepo, rev: str) -> CommitDetail:
     return decode(CommitDetail, repo.client.get(f"/commits/{segment(rev)}"))
 
 
+def pulled(repo: RemoteRepo, repo_id: str, sha: str, path: str | None = None) -> CommitInfo | None:
+    """The commit that holds hub commit SHA of REPO_ID (a set member's: folder PATH), or None
+    (also when it lies on a line outside the token's lines)."""
+    found = repo.client.get("/pulled", repo=repo_id, sha=sha, folder=path)
+    return decode(CommitInfo, found) if found is not None else None
+
+
 def ls(repo: RemoteRepo, *, limit: int | None = None, after: str | None = None) -> list[LineInfo]:
     """Lines with their kind, head and number of commits (a page: LIMIT after AFTER)."""
     return decode_list(LineInfo, repo.client.get("/lines", limit=limit, after=after))

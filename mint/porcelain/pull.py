@@ -1,15 +1,17 @@
-"""Pull adapters and adapter sets from the Hugging Face Hub into the store.
+"""Pull adapters and adapter sets from the Hugging Face Hub into a repository, local or a
+registry's: written once over the repository backend.
 
 `pull` resolves a hub revision to its 40-hex commit sha, downloads only the adapter files
-with `huggingface_hub` (into the HF cache, which it then reuses offline), and commits them with
-provenance `{"source": "hf", "repo", "revision", "sha"}`. The sha is indexed
-(`commits.source_sha`), so a hub commit already in the store is found with one query, whatever
-name it was asked by.
+with `huggingface_hub` on this machine (into the HF cache, which it then reuses offline), and
+commits them through the porcelain's commit and set commit, with provenance
+`{"source": "hf", "repo", "revision", "sha"}`. The repository indexes that sha, so a hub commit
+already held is found with one request (`backend.pulled`), whatever name it was asked by.
 
 A pull checks everything before it records anything: every path the hub names (file listings,
-mol.toml's prompts and member folders) is a safe relative path, the files are staged inside the
-repository as new files, and every adapter and the set commit are validated first. A set's
-member commits are recorded before the set commit; should that still fail, they are taken back.
+mol.toml's prompts and member folders) is a safe relative path, the files are staged as new
+files (inside a local repository's `.mint`, or in the system's temporary folder for a
+registry), and every adapter and the set commit are validated first. A set's member commits are
+recorded before the set commit; should that still fail, a local repository takes them back.
 Nothing here prints; the CLI renders the result.
 """
 
@@ -23,11 +25,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sqlalchemy as sa
-
-from mint import schema as s
-from mint.bases import find_base, get_base
-from mint.commits import rows
+from mint.backend import Backend, backend_of
 from mint.commits.adapter import CONFIG, check_against_base, scan_adapter
 from mint.errors import (
     BaseMismatch,
@@ -36,6 +34,7 @@ from mint.errors import (
     NeedsNetwork,
     PullLineConflict,
     RefExists,
+    RevisionNotFound,
     WrongKind,
 )
 from mint.hf.client import HubClient
@@ -44,9 +43,7 @@ from mint.hf.settings import SCHEME, HubSettings, mint_tag_name, parse_uri
 from mint.ids import CommitId, Kind
 from mint.porcelain.commit import commit as commit_adapter
 from mint.porcelain.commit import set_commit
-from mint.refs import RefsContainer, check_name, find_line
-from mint.refs.tags import tag as tag_commit
-from mint.repo import Repo
+from mint.refs.revisions import check_name
 from mint.sets.mol import MOL, parse_mol
 
 DEFAULT_REVISION = "main"
@@ -85,31 +82,11 @@ class PullResult:
         return sum(p.created for p in self.pulled)
 
 
-def find_pulled(repo: Repo, repo_id: str, sha: str, *, path: str | None = None):
-    """The commit that holds hub commit SHA of REPO_ID (a member: its folder PATH), or None.
-
-    One indexed lookup on `commits.source_sha`; the repo and folder are checked on the few
-    rows that share the sha.
-    """
-    c = s.commits.c
-    q = (
-        sa.select(c.id, c.kind, c.line, c.provenance, c.base_fingerprint)
-        .where(c.source_sha == sha)
-        .order_by(c.created_at)
-    )
-    with repo.db.read() as conn:
-        for row in conn.execute(q):
-            prov = row.provenance or {}
-            if (prov.get("source"), prov.get("repo"), prov.get("path")) == ("hf", repo_id, path):
-                return row
-    return None
-
-
 # --- pulling --------------------------------------------------------------------
 
 
 def pull(
-    repo: Repo,
+    repo,
     uri: str,
     *,
     line: str | None = None,
@@ -119,7 +96,7 @@ def pull(
     settings: HubSettings | None = None,
     by: str,
 ) -> PullResult:
-    """Pull hf://ORG/REPO[@REV] (or every tag, oldest first) into the store as commits on LINE.
+    """Pull hf://ORG/REPO[@REV] (or every tag, oldest first) into REPO as commits on LINE.
 
     Args:
         line: the line to commit on (default: REPO's name). A set's adapters go on lines named
@@ -146,7 +123,7 @@ def pull(
     else:
         rev = ref.revision or DEFAULT_REVISION
         targets = [(rev, hub.resolve(rev), tag)]
-    pulled = _pull_targets(repo, hub, targets, line, base, by)
+    pulled = _pull_targets(repo, backend_of(repo), hub, targets, line, base, by)
     return PullResult(str(ref), ref.repo_id, settings.shown_endpoint, settings.offline, pulled)
 
 
@@ -189,94 +166,103 @@ def _natural(name: str) -> list:
 
 
 def _pull_targets(
-    repo: Repo, hub: HubClient, targets, line: str, base: str | None, by: str
+    repo, b: Backend, hub: HubClient, targets, line: str, base: str | None, by: str
 ) -> list[Pulled]:
     """Check and fetch everything first; then commit and tag, in hub order."""
     plans: dict[str, Plan] = {}
     for rev, sha, tag in targets:
-        held = find_pulled(repo, hub.repo_id, sha)
-        _check_tag_free(repo, held.line if held else line, tag, held.id if held else None)
+        held = b.pulled(hub.repo_id, sha)
+        _check_tag_free(b, held.line if held else line, tag, held.id if held else None)
         if held is None and sha not in plans:
             plans[sha] = plan_commit(hub, rev, sha)
     for plan in plans.values():  # configs first: a wrong base fails before the weights come
-        _check_bases(repo, hub, plan, base)
-    with tempfile.TemporaryDirectory(prefix="pull-", dir=repo.mint_dir) as tmp:
+        _check_bases(b, hub, plan, base)
+    # staged files are moved into a local store, so they are made beside it
+    with tempfile.TemporaryDirectory(prefix="pull-", dir=_staging_dir(repo, b)) as tmp:
         for plan in plans.values():
-            _fetch(repo, hub, plan, Path(tmp), line, base)
+            _fetch(b, hub, plan, Path(tmp), line, base)
         out = []
         for rev, sha, tag in targets:
-            held = find_pulled(repo, hub.repo_id, sha)
+            held = b.pulled(hub.repo_id, sha)
             if held is not None:
                 item = Pulled(rev, sha, CommitId(held.id), held.line, held.kind, created=False)
             else:
-                item = _commit(repo, hub.repo_id, plans[sha], rev, line, base, by)
-            out.append(_tagged(repo, item, tag, by) if tag else item)
+                item = _commit(repo, b, hub.repo_id, plans[sha], rev, line, base, by)
+            out.append(_tagged(b, item, tag, by) if tag else item)
     return out
 
 
-def _check_tag_free(repo: Repo, line: str, tag: str | None, target: str | None) -> None:
+def _staging_dir(repo, b: Backend) -> Path | None:
+    """A local repository's `.mint` (on the store's file system); for a registry, None: the
+    system's temporary folder."""
+    return None if b.is_remote else repo.mint_dir
+
+
+def _check_tag_free(b: Backend, line: str, tag: str | None, target: str | None) -> None:
     if not tag:
         return
-    with repo.db.read() as conn:
-        row = RefsContainer(conn).get(line, tag)
-    if row is not None and row.target != target:
-        raise PullLineConflict(line, f"its tag {tag} already points at {row.target[:12]}")
+    try:
+        held = b.resolve(f"{line}@{tag}")
+    except RevisionNotFound:
+        return
+    if held != target:
+        raise PullLineConflict(line, f"its tag {tag} already points at {held[:12]}")
 
 
-def _check_bases(repo: Repo, hub: HubClient, plan: Plan, base: str | None) -> None:
+def _check_bases(b: Backend, hub: HubClient, plan: Plan, base: str | None) -> None:
     """Each adapter's base is registered (read from its config alone, before the weights)."""
     snapshot = hub.download(plan.sha, plan.rev, plan.paths(weights=False))
-    with repo.db.read() as conn:
-        for member in plan.members:
-            config = hub.cached_file(snapshot, f"{member}/{CONFIG}" if member else CONFIG)
-            try:
-                cfg = json.loads(config.read_text(encoding="utf-8"))
-            except (ValueError, UnicodeDecodeError):
-                continue  # scan_adapter reports what is wrong with it, later
-            named = cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None
-            find_base(conn, named if isinstance(named, str) else None, base)
+    for member in plan.members:
+        config = hub.cached_file(snapshot, f"{member}/{CONFIG}" if member else CONFIG)
+        try:
+            cfg = json.loads(config.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            continue  # scan_adapter reports what is wrong with it, later
+        named = cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None
+        b.find_base(named if isinstance(named, str) else None, base)
 
 
-def _fetch(repo: Repo, hub: HubClient, plan: Plan, tmp: Path, line: str, base: str | None):
+def _fetch(b: Backend, hub: HubClient, plan: Plan, tmp: Path, line: str, base: str | None):
     """Download the plan's files, stage them as new files under TMP, and check all of it."""
     snapshot = hub.download(plan.sha, plan.rev, plan.paths(weights=True))
     plan.staged = stage(hub, snapshot, plan.paths(weights=True), tmp / plan.sha)
     if plan.kind == "set":
         plan.set_dir = stage(hub, snapshot, plan.prompts(), tmp / f"{plan.sha}.set")
-    _check_plan(repo, hub.repo_id, plan, line, base, tmp)
+    _check_plan(b, hub.repo_id, plan, line, base, tmp)
 
 
-def _check_plan(repo: Repo, repo_id: str, plan: Plan, line: str, base: str | None, tmp: Path):
+def _check_plan(b: Backend, repo_id: str, plan: Plan, line: str, base: str | None, tmp: Path):
     """What the commits will check, for every adapter and the set, before anything is written."""
-    held = {m: find_pulled(repo, repo_id, plan.sha, path=m) for m in plan.members if m}
+    held = {m: b.pulled(repo_id, plan.sha, path=m) for m in plan.members if m}
     fingerprints = {}
-    with repo.db.read() as conn:
-        for member in plan.members:
-            scanned = scan_adapter(plan.folder(member))
-            base_row = find_base(conn, scanned.base_name, base)
-            check_against_base(scanned.root, scanned.header, base_row.config, base_row.name)
-            row = held.get(member)
-            fingerprints[member] = row.base_fingerprint if row else base_row.fingerprint
-        lines = {_member_line(m): Kind.ADAPTER for m in plan.members if m}
-        for name, kind in lines.items():
-            _check_line_kind(conn, name, kind, pull_line=False)
-        _check_line_kind(conn, line, Kind(plan.kind), pull_line=True)
-        if plan.kind == "set":
-            _check_set(conn, plan, line, fingerprints, tmp)
+    for member in plan.members:
+        scanned = scan_adapter(plan.folder(member))
+        found = b.find_base(scanned.base_name, base)
+        check_against_base(scanned.root, scanned.header, found.config, found.name)
+        commit = held.get(member)
+        fingerprints[member] = b.show(commit.id).base_fingerprint if commit else found.fingerprint
+    lines = {_member_line(m): Kind.ADAPTER for m in plan.members if m}
+    for name, kind in lines.items():
+        _check_line_kind(b, name, kind, pull_line=False)
+    _check_line_kind(b, line, Kind(plan.kind), pull_line=True)
+    if plan.kind == "set":
+        _check_set(b, plan, line, fingerprints, tmp)
 
 
-def _check_line_kind(conn, name: str, kind: Kind, *, pull_line: bool) -> None:
-    row = find_line(conn, name)
-    if row is None or row.kind == kind:
-        return
-    if pull_line:
-        raise PullLineConflict(name, f"it holds {row.kind} commits, not {kind}s")
-    raise WrongKind(f"line {name} holds {row.kind} commits, not {kind}s")
+def _check_line_kind(b: Backend, name: str, kind: Kind, *, pull_line: bool) -> None:
+    """LINE holds KIND commits, or does not exist yet."""
+    try:
+        b.line_head(name, kind)
+    except WrongKind:
+        if not pull_line:
+            raise
+        other = Kind.SET if kind == Kind.ADAPTER else Kind.ADAPTER
+        raise PullLineConflict(name, f"it holds {other} commits, not {kind}s") from None
 
 
-def _check_set(conn, plan: Plan, line: str, fingerprints: dict, tmp: Path) -> None:
+def _check_set(b: Backend, plan: Plan, line: str, fingerprints: dict, tmp: Path) -> None:
     """What set_commit will check: the pinned mol.toml parses, and every member is on its base."""
-    base = get_base(conn, plan.mol.base)
+    base = b.get_base(plan.mol.base)
     for member, fingerprint in fingerprints.items():
         if fingerprint != base.fingerprint:
             raise BaseMismatch(
@@ -300,9 +286,9 @@ def _provenance(repo_id: str, rev: str, sha: str, path: str | None = None) -> di
 # --- recording ------------------------------------------------------------------
 
 
-def _commit(repo: Repo, repo_id: str, plan: Plan, rev, line, base, by: str) -> Pulled:
+def _commit(repo, b: Backend, repo_id: str, plan: Plan, rev, line, base, by: str) -> Pulled:
     if plan.kind == "set":
-        return _commit_set(repo, repo_id, plan, rev, line, base, by)
+        return _commit_set(repo, b, repo_id, plan, rev, line, base, by)
     r = commit_adapter(
         repo,
         line,
@@ -315,14 +301,17 @@ def _commit(repo: Repo, repo_id: str, plan: Plan, rev, line, base, by: str) -> P
     return Pulled(rev, plan.sha, r.id, r.line, "adapter", r.created, bytes_written=r.bytes_written)
 
 
-def _commit_set(repo: Repo, repo_id: str, plan: Plan, rev, line, base, by: str) -> Pulled:
-    """Member commits, then the set commit; if that fails, the member commits are taken back."""
+def _commit_set(repo, b: Backend, repo_id: str, plan: Plan, rev, line, base, by: str) -> Pulled:
+    """Member commits, then the set commit; if that fails, the member commits are taken back
+    (`_take_back`: on a local repository only)."""
     message = f"pull {SCHEME}{repo_id}@{rev}"
     members: dict[str, Pulled] = {}
     recorded: list[tuple[str, str | None, str]] = []  # (line, head before, new commit)
     try:
         for folder in plan.members:
-            members[folder] = _commit_member(repo, repo_id, plan, rev, folder, base, by, recorded)
+            members[folder] = _commit_member(
+                repo, b, repo_id, plan, rev, folder, base, by, recorded
+            )
         mol_toml = plan.set_dir / MOL
         with open(mol_toml, "x", encoding="utf-8") as f:
             f.write(pinned_mol(plan, {m: p.id for m, p in members.items()}, line))
@@ -330,7 +319,7 @@ def _commit_set(repo: Repo, repo_id: str, plan: Plan, rev, line, base, by: str) 
         r = set_commit(repo, mol_toml, message, author=by, provenance=provenance)
     except BaseException:
         with contextlib.suppress(Exception):  # the error to report is the first one
-            _take_back(repo, recorded)
+            _take_back(b, recorded)
         raise
     return Pulled(
         rev,
@@ -344,8 +333,8 @@ def _commit_set(repo: Repo, repo_id: str, plan: Plan, rev, line, base, by: str) 
     )
 
 
-def _commit_member(repo, repo_id, plan, rev, folder, base, by, recorded: list) -> Pulled:
-    held = find_pulled(repo, repo_id, plan.sha, path=folder)
+def _commit_member(repo, b, repo_id, plan, rev, folder, base, by, recorded: list) -> Pulled:
+    held = b.pulled(repo_id, plan.sha, path=folder)
     if held is not None:
         return Pulled(rev, plan.sha, CommitId(held.id), held.line, held.kind, False, path=folder)
     r = commit_adapter(
@@ -371,21 +360,18 @@ def _commit_member(repo, repo_id, plan, rev, folder, base, by, recorded: list) -
     )
 
 
-def _take_back(repo: Repo, recorded: list[tuple[str, str | None, str]]) -> None:
-    """Undo member commits of a set pull that failed, newest first, in one transaction.
+def _take_back(b: Backend, recorded: list[tuple[str, str | None, str]]) -> None:
+    """Undo member commits of a set pull that failed, newest first (`backend.take_back`).
 
-    Each line's head goes back by compare-and-swap (a line this pull made is removed), and the
-    commit's rows go unless something refers to it already. Its blobs are left to `gc`.
+    A local repository moves each line's head back by compare-and-swap (a line this pull made
+    is removed) and removes each commit's rows unless something refers to it already; its blobs
+    are left to `gc`. A registry moves heads forward only and deletes no commit: there the
+    member commits stay, their lines' heads on them, as after a pushed line.
     """
-    if not recorded:
-        return
-    with repo.db.write() as conn:
-        refs = RefsContainer(conn)
-        for line, old, new in reversed(recorded):
-            if refs.retract_head(line, new, old):
-                rows.delete_unreferenced(conn, new)
+    if recorded:
+        b.take_back(recorded)
 
 
-def _tagged(repo: Repo, item: Pulled, tag: str, by: str) -> Pulled:
-    r = tag_commit(repo, tag, item.id, by=by)
+def _tagged(b: Backend, item: Pulled, tag: str, by: str) -> Pulled:
+    r = b.tag(tag, item.id, by=by)
     return dataclasses.replace(item, tags=[*item.tags, f"{r.line}@{r.name}"])
