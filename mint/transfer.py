@@ -98,6 +98,21 @@ def reachable(conn, heads: list[str], have: list[str]) -> list[str]:
     return order
 
 
+def recent(conn, heads: list[str], limit: int) -> list[str]:
+    """Up to LIMIT commits reachable from HEADS (through parents and set members), nearest
+    first: where a push looks for the blobs a registry may lack before it knows its heads."""
+    queue, seen = list(dict.fromkeys(heads)), set(heads)
+    out: list[str] = []
+    while queue and len(out) < limit:
+        cid = queue.pop(0)
+        out.append(cid)
+        for d in _refers_to(conn, cid):
+            if d not in seen:
+                seen.add(d)
+                queue.append(d)
+    return out
+
+
 def _refers_to(conn, cid: str) -> list[str]:
     members = [m.commit_id for m in rows.members_of(conn, cid)]
     return rows.parents_of(conn, cid) + members

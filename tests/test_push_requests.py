@@ -99,6 +99,36 @@ def test_a_push_of_new_commits_and_blobs_takes_three_requests(models, tmp_path, 
         registry.close()
 
 
+def test_a_registry_further_behind_than_the_recent_history_gets_every_blob(
+    models, tmp_path, counted, monkeypatch
+):
+    from mint.remote import transfer_client
+
+    monkeypatch.setattr(transfer_client, "RECENT", 1)  # ask about the tip's blobs only
+    local, _ = api.init(tmp_path / "local")
+    api.base_add(local, "tiny-llama", models["base"])
+    ids = [api.commit(local, "chat", models[a], a, author="x").id for a in ("a1", "a2", "a3")]
+    registry, _ = api.init(tmp_path / "registry")
+    server = start_registry(registry.root)
+    remote = RemoteRepo(server.url, create_token(registry.root, "writer", "writer"))
+    try:
+        counted.clear()
+        done = push(local, remote, ["chat"])
+        assert counted == [
+            "POST /api/v1/blobs/missing",  # the tip's blobs, and the heads
+            "POST /api/v1/blobs/missing",  # the rest, once the heads showed how far behind
+            "POST /api/v1/blobs/pack",
+            "POST /api/v1/objects",
+        ]
+        assert done.commits == 3 and api.resolve(registry, "chat") == ids[-1]
+        assert api.fsck(registry).ok
+    finally:
+        remote.close()
+        server.stop()
+        local.close()
+        registry.close()
+
+
 def _pack(client, blobs: list[tuple[str, int]], body: bytes, **headers) -> httpx.Response:
     content = pack_header(blobs) + body
     return client.post(

@@ -55,6 +55,7 @@ FETCH_FIRST = "fetch, then push again"
 NOT_FF = "ours does not descend from it (not a fast-forward): " + FETCH_FIRST
 MOVED = "it moved while we pushed: " + FETCH_FIRST
 MAX_HAVES = 100  # local heads named to the registry in one fetch request
+RECENT = 100  # commits whose blobs a push asks about before it knows the registry's heads
 OBJECTS_BATCH = 8 * 1024 * 1024  # bytes of commit objects per request (the server takes 32 MiB)
 
 
@@ -88,7 +89,7 @@ class _Plan:
 @dataclass(frozen=True)
 class _Tips:
     tips: list[tuple[str, str, str | None]]  # (line, commit id, tag named or None)
-    blobs: list[str]  # every blob of their history: which the registry lacks is asked at once
+    blobs: list[str]  # the blobs of their recent history: asked for with the registry's heads
 
 
 def push(
@@ -104,11 +105,11 @@ def push(
     found = _tips(repo, specs)
     lines = list(dict.fromkeys(line for line, _, _ in found.tips))
     try:
-        ask = found.blobs if len(found.blobs) <= MISSING_BATCH else []
-        absent, heads = missing_and_heads(remote.client, ask, lines)
+        absent, heads = missing_and_heads(remote.client, found.blobs, lines)
         plan = _plan(repo, found.tips, heads, tags, force)
-        if len(found.blobs) > MISSING_BATCH:  # too many to ask with the heads: ask for these
-            absent = missing(remote.client, sorted(plan.sources))
+        unasked = sorted(set(plan.sources) - set(found.blobs))
+        if unasked:  # the registry is further behind than the recent history: ask for these
+            absent += missing(remote.client, unasked)
         sent = upload(remote.client, plan.sources, progress, absent=absent)
     except RegistryUnreachable as exc:
         raise RegistryUnreachable(
@@ -189,11 +190,13 @@ def post_objects(
 
 
 def _tips(repo: Repo, specs: list[str]) -> _Tips:
-    """The commits SPECS name, and every blob of their history."""
+    """The commits SPECS name, and the blobs of their RECENT nearest commits (at most
+    MISSING_BATCH blobs): the registry is rarely further behind, and when it is, the rest is
+    asked for once its heads are known."""
     with repo.db.read() as conn:
         tips = [_tip(conn, spec) for spec in specs]
-        history = transfer.reachable(conn, [cid for _, cid, _ in tips], [])
-        blobs = sorted(transfer.blob_sizes(conn, history))
+        history = transfer.recent(conn, [cid for _, cid, _ in tips], RECENT)
+        blobs = sorted(transfer.blob_sizes(conn, history))[:MISSING_BATCH]
     return _Tips(tips, blobs)
 
 
