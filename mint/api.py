@@ -56,11 +56,11 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "base_add": ("mint.bases", "base_add", _ANY),
     "base_ls": ("mint.bases", "base_ls", _ANY),
     "commit": ("mint.porcelain.commit", "commit", _ONCE),
-    "resolve": ("mint.commits.operations", "resolve_rev", _ANY),
-    "log": ("mint.commits.operations", "log", _ANY),
-    "show": ("mint.commits.operations", "show", _ANY),
-    "ls": ("mint.commits.operations", "ls", _ANY),
-    "diff": ("mint.commits.operations", "diff", _ANY),
+    "resolve": ("mint.commits.repository", "resolve_rev", _ANY),
+    "log": ("mint.commits.repository", "log", _ANY),
+    "show": ("mint.commits.repository", "show", _ANY),
+    "ls": ("mint.commits.repository", "ls", _ANY),
+    "diff": ("mint.commits.repository", "diff", _ANY),
     "checkout": ("mint.porcelain.files", "checkout", _ONCE),
     "adapter_config": ("mint.porcelain.files", "adapter_config", _ONCE),
     "tag": ("mint.refs.tags", "tag", _ANY),
@@ -226,8 +226,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.bases import base_add, base_ls
-    from mint.commits.operations import diff, log, ls, show
-    from mint.commits.operations import resolve_rev as resolve
+    from mint.commits.repository import diff, log, ls, show
+    from mint.commits.repository import resolve_rev as resolve
     from mint.gates.canary import canary_of, canary_start, canary_status, canary_stop
     from mint.gates.contracts import contract_add, contract_ls, contract_show
     from mint.gates.evaluations import evaluations_of

@@ -121,7 +121,7 @@ def test_commit_stores_again_a_blob_gc_deleted_under_it(repo, models, monkeypatc
     """gc (grace 0) runs between a commit's blob writes and its transaction, and deletes the
     blobs the commit reused: the transaction finds them missing and the commit stores them
     again, so it lands whole."""
-    from mint.commits import operations
+    from mint.commits import repository as operations
 
     api.base_add(repo, "tiny-llama", models["base"])
     files = sorted(models["a1"].iterdir())

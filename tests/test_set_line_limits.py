@@ -21,7 +21,6 @@ from huggingface_hub.errors import GatedRepoError, HfHubHTTPError
 from mint import api
 from mint import errors as e
 from mint.cli import run_in_process
-from mint.remote import operations as remote
 from mint.remote.repo import RemoteRepo
 
 from support.pgdb import pg_database
@@ -188,8 +187,8 @@ def test_api_reads_checkout_and_serving_of_such_a_set_are_refused(env, tmp_path,
         # what `mint serve` following the registry loads a set with
         following = RemoteRepo(server.url, limited, cache=tmp_path / f"cache{i}")
         with pytest.raises(e.Forbidden):
-            remote.set_spec(following, "coding-evil")
-        spec = remote.set_spec(following, "coding-set")
+            api.set_spec(following, "coding-evil")
+        spec = api.set_spec(following, "coding-set")
         assert spec.id == env.ids["good"]
         # the CLI's checkout through the registry: one line, nothing written
         monkeypatch.setenv("MINT_TOKEN", limited)

@@ -51,7 +51,7 @@ def test_the_porcelain_is_the_one_place_for_client_side_operations():
 
 
 def test_the_client_holds_one_thin_call_per_operation_the_repository_owns():
-    from mint.remote import operations
+    from mint.remote import calls as operations
 
     assert set(operations.__all__) <= set(REPOSITORY_OPERATIONS) | {"latest_evaluation"}
     owned = {n for n, (_, _, how) in api._OPERATIONS.items() if how == api._ANY}
@@ -82,7 +82,7 @@ def test_local_or_remote_is_told_in_one_place():
         if p.name != "test_written_once.py" and '"http://", "https://"' in p.read_text()
     ]
     assert urls == ["mint/ids.py"]
-    dispatch = [_rel(p) for p in CODE if "mint.remote.operations" in p.read_text()]
+    dispatch = [_rel(p) for p in CODE if "mint.remote.calls" in p.read_text()]
     assert dispatch == ["mint/remote/backend.py"], dispatch
 
 

@@ -20,12 +20,12 @@ from mint.repo import Repo
 REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "base_add": ("mint.bases", "base_add"),
     "base_ls": ("mint.bases", "base_ls"),
-    "resolve": ("mint.commits.operations", "resolve_rev"),
-    "log": ("mint.commits.operations", "log"),
-    "show": ("mint.commits.operations", "show"),
-    "ls": ("mint.commits.operations", "ls"),
-    "diff": ("mint.commits.operations", "diff"),
-    "pulled": ("mint.commits.operations", "pulled"),
+    "resolve": ("mint.commits.repository", "resolve_rev"),
+    "log": ("mint.commits.repository", "log"),
+    "show": ("mint.commits.repository", "show"),
+    "ls": ("mint.commits.repository", "ls"),
+    "diff": ("mint.commits.repository", "diff"),
+    "pulled": ("mint.commits.repository", "pulled"),
     "tag": ("mint.refs.tags", "tag"),
     "tag_list": ("mint.refs.tags", "tag_list"),
     "tag_delete": ("mint.refs.tags", "tag_delete"),
@@ -92,7 +92,7 @@ class LocalBackend:
     # -- reads ---------------------------------------------------------------------------
 
     def line_head(self, line: str, kind: Kind) -> tuple[str | None, str | None]:
-        from mint.commits.operations import line_head
+        from mint.commits.repository import line_head
 
         with self.repo.db.read() as conn:
             return line_head(conn, line, kind)
@@ -151,7 +151,7 @@ class LocalBackend:
     # -- writes --------------------------------------------------------------------------
 
     def record(self, new: NewCommit, head: str | None, staged):
-        from mint.commits.operations import record
+        from mint.commits.repository import record
 
         return record(self.repo, new, head, staged.store)
 

@@ -134,7 +134,7 @@ def set_commit(
 ) -> CommitResult:
     """Pin every member of mol.toml to an adapter commit, store the prompts, and record a
     set commit."""
-    from mint.sets.operations import pinned_config, read_prompt, roles
+    from mint.sets.pinning import pinned_config, read_prompt, roles
 
     b = backend_of(repo)
     check_text("message", message)

@@ -20,7 +20,7 @@ from mint.ids import CommitId, Kind
 from mint.objects import Base, CommitResult
 from mint.remote.http import segment
 
-_CALLS = "mint.remote.operations"  # one thin call per operation the registry owns
+_CALLS = "mint.remote.calls"  # one thin call per operation the registry owns
 
 
 class RemoteBackend:

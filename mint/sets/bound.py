@@ -12,7 +12,7 @@ from pathlib import Path
 from mint.errors import InvalidConfig
 from mint.objects import FileEntry, Member
 from mint.sets.mol import mol_from_table
-from mint.sets.operations import pinned_config, roles
+from mint.sets.pinning import pinned_config, roles
 
 SOURCE = "the set's config"
 

@@ -1,9 +1,10 @@
-"""The operations of `mint.api` against a registry: same names, same signatures, same results.
+"""One thin call per operation the registry owns: same names, same signatures, same results
+as the local functions `mint.backend.local.REPOSITORY_OPERATIONS` names, each one request.
 
-`mint.api` calls these when the first argument is a `RemoteRepo`. The registry records the
-token's identity for every write, so the `by=` and `author=` arguments are not sent: a
-client cannot claim another name. Work on files (commit, checkout, evaluate, export) runs
-here, on this machine, and moves only the bytes the registry lacks or the caller needs.
+`RemoteBackend` sends the façade's operations here by name when the repository is a
+`RemoteRepo`. The registry records the token's identity for every write, so the `by=` and
+`author=` arguments are not sent: a client cannot claim another name. Work on files (commit,
+checkout, evaluate, export) is the porcelain's, on this machine, over the backend.
 """
 
 from __future__ import annotations
