@@ -229,8 +229,37 @@ def assert_whole(repo) -> None:
             api.show(repo, m.commit_id)
 
 
-def pytest_collection_modifyitems(items):
-    """Tests on the trained demo MoL share one xdist worker, so it is trained once."""
+def pytest_collection_modifyitems(config, items):
+    """Under `--dist loadgroup`, tests on the trained demo MoL without a group of their own
+    run on one worker per module, so that their module's fixtures (a loaded runtime, a
+    server) are built once; the demo itself is trained once per run (support.runtime).
+
+    Then every group is written into the test's node id, as pytest-xdist does and the
+    scheduler reads: xdist 3.8 writes it to `item._nodeid`, which pytest 9 no longer reads,
+    so without this every group (demo-loop, registry, both_ways...) was split over workers."""
+    if not getattr(config.option, "loadgroup", False):
+        return
     for item in items:
-        if "demo" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("demo"))
+        if "demo" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
+            "xdist_group"
+        ):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        groups = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        suffix = "@" + "_".join(groups)
+        if groups and not item.nodeid.endswith(suffix):
+            _rename(item, item.nodeid + suffix)
+
+
+def _rename(item, nodeid: str) -> None:
+    """Give ITEM the node id NODEID, where this pytest keeps it."""
+    if hasattr(item, "_id"):  # pytest 9: a structured NodeId
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(nodeid)
+    else:
+        item._nodeid = nodeid
