@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 
 from mint import api
 from mint.errors import Forbidden, InvalidName
 from mint.received import UNSTORABLE_TEXT
-from mint.registry.auth import Admin, RepoDep, need
+from mint.registry.auth import Admin, RepoDep, need, token_cache
 from mint.registry.models import Name, ProtectBody, TokenBody, WebhookBody
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, list_of, model_of
@@ -68,8 +68,10 @@ def token_ls(repo: RepoDep, who: RepoAdmin) -> MintJSON:
 
 
 @router.delete("/tokens/{name}", response_model=model_of(TokenInfo))
-def token_revoke(repo: RepoDep, who: RepoAdmin, name: Name) -> MintJSON:
-    return answer(api.token_revoke(repo, storable("token", name)))
+def token_revoke(request: Request, repo: RepoDep, who: RepoAdmin, name: Name) -> MintJSON:
+    revoked = api.token_revoke(repo, storable("token", name))
+    token_cache(request.app).clear()  # refused from this replica's next request on
+    return answer(revoked)
 
 
 # --- protected channels ------------------------------------------------------------------

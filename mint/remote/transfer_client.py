@@ -126,9 +126,20 @@ def push(
             f"push stopped: {exc}; the lines may or may not have moved on the registry: "
             "pushing again sends only what is still missing"
         ) from None
-    moved = {h["line"]: h for h in done["heads"]}
+    pushed, refused = _head_results(plan.moves, done["heads"])
+    created, tag_refused = _tag_results(done["tags"])
+    stored = len(done["stored"])
+    return PushResult(
+        remote.url, pushed, stored, sent.blobs, sent.bytes, created, refused + tag_refused
+    )
+
+
+def _head_results(moves, answered: list[dict]) -> tuple[list[LinePush], list[str]]:
+    """The lines pushed (moved or already there) and the refusals, from the registry's answer
+    to each head move the push asked for."""
+    moved = {h["line"]: h for h in answered}
     pushed, refused = [], []
-    for line, old, new, must in plan.moves:
+    for line, old, new, must in moves:
         if not must:
             pushed.append(LinePush(line, old, new, moved=False))
         elif moved[line]["result"] == "moved":
@@ -136,16 +147,7 @@ def push(
         else:
             why = MOVED if moved[line]["result"] == "conflict" else NOT_FF
             refused.append(str(PushRejected(line, new, moved[line]["head"], why)))
-    created, tag_refused = _tag_results(done["tags"])
-    return PushResult(
-        remote.url,
-        pushed,
-        len(done["stored"]),
-        sent.blobs,
-        sent.bytes,
-        created,
-        refused + tag_refused,
-    )
+    return pushed, refused
 
 
 def post_objects(
