@@ -28,6 +28,7 @@ from mint.errors import (
     NotFastForward,
     RefConflict,
     RefExists,
+    ReservedName,
     RevisionNotFound,
     WrongKind,
 )
@@ -269,6 +270,8 @@ def _push_tag(
     try:
         with conn.begin_nested():
             tag_in(conn, ref, target, by=by, message=message)
+    except ReservedName:  # a channel's name: refused, with the whole push, as POST /tags does
+        raise
     except (RefExists, RefConflict):  # made by another push meanwhile
         now = RefsContainer(conn).get(line, name)
         return TagMade(ref, target, now.target if now else None, "elsewhere")
