@@ -56,8 +56,12 @@ def build_tokenizer(out_dir: Path, extra_words: list[str] | None = None):
     return fast
 
 
-def build_base(out_dir: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
-    """Write a tiny LlamaForCausalLM with random weights and its tokenizer to out_dir."""
+def build_base(
+    out_dir: str | Path, *, hidden: int = 64, layers: int = 2, heads: int = 4, seed: int = 0
+) -> Path:
+    """Write a tiny LlamaForCausalLM with random weights and its tokenizer to out_dir.
+
+    vLLM's CPU attention needs a head size of 32 or more: `hidden=128, heads=2` for it."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -70,8 +74,8 @@ def build_base(out_dir: str | Path, *, hidden: int = 64, layers: int = 2, seed: 
         hidden_size=hidden,
         intermediate_size=hidden * 2,
         num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=4,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
         max_position_embeddings=512,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,

@@ -330,17 +330,24 @@ class DemoFiles:
 
 
 def build_demo(
-    out_dir: str | Path, *, seed: int = 0, n_train: int = 400, n_heldout: int = 200
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    n_train: int = 400,
+    n_heldout: int = 200,
+    hidden: int = 64,
+    heads: int = 4,
 ) -> DemoFiles:
     """Build a tiny base and train the demo's router, its four specialists and a degraded router.
 
     The degraded router learned `coding` and `ui` swapped, so it routes about half the
-    held-out requests wrongly. Runs in well under a minute on two CPU cores.
+    held-out requests wrongly. Runs in well under a minute on two CPU cores. `hidden=128,
+    heads=2` gives a base vLLM's CPU attention accepts (a head size of 64).
     """
     from mint.examples.tiny import build_base, load_base
 
     out = Path(out_dir)
-    base = build_base(out / "tiny-llama", seed=seed)
+    base = build_base(out / "tiny-llama", hidden=hidden, heads=heads, seed=seed)
     model, _ = load_base(base)
     records = synthetic_requests(n_train, seed=seed + 1)
     settings = TrainSettings(seed=seed)

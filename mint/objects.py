@@ -181,6 +181,7 @@ class AdapterFiles:
     config: dict  # adapter_config.json, parsed
     weights: str  # local path of the adapter_model.safetensors blob (read-only, in the store)
     blobs: list[str] = field(default_factory=list)  # every file's blob id, for verification
+    line: str = ""  # the adapter's line: with the commit id, its name on vLLM (LINE@<commit>)
 
 
 @dataclass(frozen=True)

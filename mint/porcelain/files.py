@@ -83,6 +83,7 @@ def set_spec(repo, rev: str) -> SetSpec:
             d.config,
             str(store.local_path(d.files[WEIGHTS].sha256)),
             sorted(f.sha256 for f in d.files.values()),
+            d.line,
         )
         for cid, d in members.items()
     }
