@@ -201,6 +201,9 @@ class SetSpec:
     route_prompt: str
     summary_prompt: str
     blobs: list[str] = field(default_factory=list)  # every blob the set uses, members' included
+    # an adapter line served alone: its one label is the line, router, expert and summary are
+    # that adapter, and no routing or summary runs (`mint serve chat@production`)
+    single: bool = False
 
 
 @dataclass(frozen=True)
