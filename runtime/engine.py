@@ -1,4 +1,7 @@
-"""One set version loaded on the shared base: route, answer and summarise with its adapters."""
+"""One set version loaded on the shared base: route, answer and summarise with its adapters.
+
+An adapter line served alone (`SetSpec.single`) loads the same way, as a set of one member
+that is never routed and writes no summaries (see `pipeline`)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ def members(spec: SetSpec) -> dict[str, AdapterFiles]:
 
 
 def check_spec(spec: SetSpec) -> None:
-    """Refuse a set whose labels, experts and default disagree."""
+    """Refuse a set whose labels, experts and default disagree, or an adapter served alone
+    that is not its one label's only member."""
     if not spec.labels:
         raise InvalidConfig(f"set {spec.name} has no labels")
     if len(set(spec.labels)) != len(spec.labels):
@@ -33,6 +37,8 @@ def check_spec(spec: SetSpec) -> None:
         raise InvalidConfig(f"set {spec.name}: label(s) {', '.join(missing)} have no expert")
     if spec.default not in spec.labels:
         raise InvalidConfig(f"set {spec.name}: default {spec.default!r} is not a label")
+    if spec.single and (len(spec.labels) != 1 or len(members(spec)) != 1):
+        raise InvalidConfig(f"adapter {spec.name}: served alone, it must be its only member")
 
 
 class Engine:
@@ -56,8 +62,9 @@ class Engine:
     def expert_for(self, model: str) -> str | None:
         """What a request for `model` runs: None (route) for this set, else the expert's label.
 
-        Raises UnknownModel for any other name."""
-        if model == self.spec.name:
+        Raises UnknownModel for any other name. An adapter served alone has one name, its
+        line's, which names its one expert: the caller names the adapter that answers."""
+        if model == self.spec.name and not self.spec.single:
             return None
         if model in self.experts:
             return model
@@ -75,7 +82,10 @@ class Engine:
         """A label for each conversation, all scored together (`router.score_batch`).
 
         Each conversation is tokenized on its own: one the tokenizer refuses gets the default
-        label (its answer stage then fails it alone), the others are routed as usual."""
+        label (its answer stage then fails it alone), the others are routed as usual. An
+        adapter served alone (`spec.single`) is every conversation's label: no model runs."""
+        if self.spec.single:
+            return [RouteDecision(self.spec.default, {}) for _ in conversations]
         labels, tokenizer = list(self.spec.labels), self.base.tokenizer
         decisions: list[RouteDecision | None] = [None] * len(conversations)
         budget = self.base.max_positions - max(len(ids) for ids in self._label_ids)
@@ -148,14 +158,16 @@ def load_engine(base: SharedBase, spec: SetSpec, *, verify: Verify | None = None
     """Check a set version completely, then load its adapters onto the base.
 
     Order: set consistency, base fingerprint, `verify(spec)` (blob hashes), label
-    tokenization, then every new adapter is read and fitted on a meta skeleton. Only when all
-    of that passed is anything injected into the serving model.
+    tokenization (none for an adapter served alone, which is never routed), then every new
+    adapter is read and fitted on a meta skeleton. Only when all of that passed is anything
+    injected into the serving model.
     """
     check_spec(spec)
-    base.check_fingerprint(spec.base_fingerprint, f"set {spec.name} ({spec.id[:12]})")
+    kind = "adapter" if spec.single else "set"
+    base.check_fingerprint(spec.base_fingerprint, f"{kind} {spec.name} ({spec.id[:12]})")
     if verify is not None:
         verify(spec)
-    label_ids = label_sequences(base.tokenizer, spec.labels)
+    label_ids = [] if spec.single else label_sequences(base.tokenizer, spec.labels)
     wanted = members(spec)
     for _ in range(3):  # a concurrent retire may unload a reused adapter; then prepare it too
         prepared = [

@@ -3,6 +3,10 @@
 `run_turns(engine, jobs)` runs a batch of turns on one set version, stage by stage: the route
 stage of every routed job is one call of the router (`score_batch`), the answers are decoded
 together (each row with its expert's adapter), then the summaries. `run_turn` is a batch of one.
+
+An adapter served alone (`SetSpec.single`) runs the answer stage only: its line is every
+turn's route without a call of the engine's router, and no summary is written (its turns are
+all its own, so it sees them verbatim).
 """
 
 from __future__ import annotations
@@ -178,7 +182,10 @@ class _Clock:
 
 
 def _route(engine: Engine, jobs: Sequence[TurnJob]) -> list[tuple[str, str | None, dict]]:
-    """(label, fallback, probabilities) of each job: one router pass for the routed ones."""
+    """(label, fallback, probabilities) of each job: one router pass for the routed ones,
+    none at all for an adapter served alone."""
+    if engine.spec.single:
+        return [(job.expert or engine.spec.default, None, {}) for job in jobs]
     routed = [job for job in jobs if job.expert is None]
     decisions = iter(engine.route_many([job.messages for job in routed]) if routed else [])
     return [
@@ -224,7 +231,10 @@ def _summaries(
     failures: Failures,
     between: Callable[[], bool] | None = None,
 ) -> dict[int, str]:
-    """Each answered job's summary; none for jobs cancelled meanwhile."""
+    """Each answered job's summary; none for jobs cancelled meanwhile, nor for any job of an
+    adapter served alone."""
+    if engine.spec.single:
+        return {}
     live = [
         i
         for i, answer in answers.items()

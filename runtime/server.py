@@ -3,7 +3,10 @@
 Endpoints: `POST /v1/chat/completions`, `POST /v1/feedback`, `GET /v1/models`, `GET /healthz`,
 `GET /metrics`.
 `model` is the set's name (routed) or one of its expert labels (that expert answers, no
-routing); `stream: true` answers with server-sent events (see `chunks`). Requests are
+routing); an adapter line served alone (`mint serve chat@production`) has one name, its
+line's. `LINE@REV`, the revision the server follows (as vLLM's mint plugin names a model), is
+taken for the line's name too, and answered under the name asked for; `/v1/models` lists
+the names. `stream: true` answers with server-sent events (see `chunks`). Requests are
 submitted to the runtime's batches and awaited without holding a thread. Every refusal is an
 OpenAI-style JSON error with a 4xx status; nothing a client sends can stop the server. What
 a request may hold is checked before it is queued (see `requests`), and a turn that still
@@ -105,12 +108,24 @@ class _Handlers:
     def __init__(self, runtime: Runtime, max_body: int):
         self.runtime, self.max_body = runtime, max_body
 
+    def served_name(self, model: str) -> str:
+        """The name the runtime knows MODEL by: `LINE@REV`, where REV is what this server
+        follows (its channel, tag or commit), is the line's own name; any other is as given."""
+        line, at, rev = model.partition("@")
+        engine = self.runtime.active
+        if at and engine is not None and line == engine.spec.name and rev == self.runtime.variant:
+            return line
+        return model
+
     async def chat(self, request: Request) -> Response:
         chat = parse_chat(parse_json(await read_body(request, self.max_body)))
         if chat.stream:
             return self._stream(chat)
         ticket = self.runtime.submit(
-            chat.messages, model=chat.model, max_new_tokens=chat.max_tokens, user=chat.user
+            chat.messages,
+            model=self.served_name(chat.model),
+            max_new_tokens=chat.max_tokens,
+            user=chat.user,
         )
         try:
             result = await asyncio.wrap_future(ticket.future)
@@ -136,7 +151,7 @@ class _Handlers:
 
         ticket = self.runtime.submit(
             chat.messages,
-            model=chat.model,
+            model=self.served_name(chat.model),
             max_new_tokens=chat.max_tokens,
             on_event=on_event,
             user=chat.user,
@@ -186,11 +201,14 @@ class _Handlers:
     async def models(self, request: Request) -> Response:
         with self.runtime.lease() as engine:
             spec = engine.spec
-            data = [_model_entry(spec.name, spec.id, "set", spec.name)]
-            data += [
-                _model_entry(label, files.commit_id, "expert", spec.name)
-                for label, files in spec.experts.items()
-            ]
+            if spec.single:  # one adapter: its line is its one name
+                data = [_model_entry(spec.name, spec.id, "adapter", spec.name)]
+            else:
+                data = [_model_entry(spec.name, spec.id, "set", spec.name)]
+                data += [
+                    _model_entry(label, files.commit_id, "expert", spec.name)
+                    for label, files in spec.experts.items()
+                ]
         return JSONResponse({"object": "list", "data": data})
 
     async def healthz(self, request: Request) -> Response:

@@ -13,6 +13,7 @@ from mint.errors import DestinationNotEmpty, InvalidAdapter, InvalidConfig, Wron
 from mint.ids import CommitId, Kind
 from mint.objects import AdapterFiles, CheckoutResult, CommitDetail, SetSpec
 from mint.sets.layout import layout_items, member_folder
+from mint.sets.mol import PROTOCOL
 
 
 def checkout(repo, rev: str, dest: str | os.PathLike) -> CheckoutResult:
@@ -67,26 +68,25 @@ def export(repo, rev: str, fmt: str, dest: str | os.PathLike):
 
 
 def set_spec(repo, rev: str) -> SetSpec:
-    """A set commit resolved for serving: member configs, where their weights lie on this
-    machine (a registry's blobs are brought into the local blob cache, verified on arrival),
-    and the prompts, verified against their ids."""
+    """A set or adapter commit resolved for serving: member configs, where their weights lie
+    on this machine (a registry's blobs are brought into the local blob cache, verified on
+    arrival), and the prompts, verified against their ids.
+
+    An adapter commit is served alone (`SetSpec.single`): its line is the one label, and the
+    adapter is router, expert and summary at once, so that no routing or summary runs."""
     b = backend_of(repo)
     detail = b.show(rev)
-    if detail.kind != Kind.SET:
-        raise WrongKind(f"{rev} is an {detail.kind} commit, not a set")
-    members = {m.commit_id: b.show(m.commit_id) for m in detail.members}
+    if detail.kind == Kind.ADAPTER:
+        members = {detail.id: detail}
+    elif detail.kind == Kind.SET:
+        members = {m.commit_id: b.show(m.commit_id) for m in detail.members}
+    else:
+        raise WrongKind(f"{rev} is a {detail.kind} commit: only a set or an adapter is served")
     sizes = {f.sha256: f.size for d in (detail, *members.values()) for f in d.files.values()}
     store = b.local_blobs(sizes)
-    adapters = {
-        cid: AdapterFiles(
-            cid,
-            d.config,
-            str(store.local_path(d.files[WEIGHTS].sha256)),
-            sorted(f.sha256 for f in d.files.values()),
-            d.line,
-        )
-        for cid, d in members.items()
-    }
+    adapters = {cid: _adapter_files(store, d) for cid, d in members.items()}
+    if detail.kind == Kind.ADAPTER:
+        return _single_spec(detail, adapters[detail.id], sorted(sizes))
     cfg = detail.config
     return SetSpec(
         id=detail.id,
@@ -102,6 +102,39 @@ def set_spec(repo, rev: str) -> SetSpec:
         route_prompt=_prompt(store, detail, cfg["router"]["prompt"]),
         summary_prompt=_prompt(store, detail, cfg["summary"]["prompt"]),
         blobs=sorted(sizes),
+    )
+
+
+def _adapter_files(store, d: CommitDetail) -> AdapterFiles:
+    """An adapter commit as the runtime loads it, its weights in STORE."""
+    if d.config is None or WEIGHTS not in d.files:
+        raise InvalidAdapter(d.id, f"commit records no {CONFIG} or {WEIGHTS}: it cannot be served")
+    weights = str(store.local_path(d.files[WEIGHTS].sha256))
+    return AdapterFiles(
+        d.id, d.config, weights, sorted(f.sha256 for f in d.files.values()), d.line
+    )
+
+
+def _single_spec(detail: CommitDetail, files: AdapterFiles, blobs: list[str]) -> SetSpec:
+    """The spec of one adapter served alone: its line is the only label and the default, and
+    it is the router and the summary too (neither runs: see `SetSpec.single`)."""
+    if not detail.base_fingerprint:
+        raise InvalidAdapter(detail.id, "commit records no base fingerprint: it cannot be served")
+    return SetSpec(
+        id=detail.id,
+        name=detail.line,
+        base=detail.base or "",
+        base_fingerprint=detail.base_fingerprint,
+        protocol=PROTOCOL,
+        labels=[detail.line],
+        default=detail.line,
+        router=files,
+        experts={detail.line: files},
+        summary=files,
+        route_prompt="",
+        summary_prompt="",
+        blobs=blobs,
+        single=True,
     )
 
 
