@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 from mint import api
-from mint.errors import BaseFolderUnknown, InvalidConfig
+from mint.errors import BaseFolderUnknown, InvalidConfig, WrongKind
 from mint.ids import EvalSource
 from mint.objects import SetSpec
 from mint.repo import Repo
@@ -185,6 +185,8 @@ def route_eval(
 ) -> RouteEval:
     """Routing accuracy of REV's router on labelled requests; recorded under CONTRACT if given."""
     spec = api.set_spec(repo, rev)
+    if spec.single:
+        raise WrongKind(f"{rev} is an adapter commit, not a set: route-eval needs a set's router")
     records = list(read_records(data))
     if not records:
         raise InvalidConfig(f"{data} holds no labelled requests")
