@@ -105,6 +105,7 @@ class Runtime:
         batching: BatchPolicy | None = None,
         max_cpu_adapters: int = 0,
         watch: Watch | None = None,
+        load: Callable[[SetSpec], Engine] | None = None,
     ):
         """`verify(spec)` raises when a member's bytes are not what was committed (store verify).
 
@@ -115,9 +116,12 @@ class Runtime:
         `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included
         (0: a version is unloaded as soon as it stops serving and no request holds it).
         `watch` (see `Watch`) tells the follower when to check, instead of a timer.
+        `load(spec)` checks and loads a version (default: `load_engine` onto BASE with
+        VERIFY; `mint.runtime.vllm_engine` gives one whose passes run on a vLLM server).
         """
         self.base = base
         self.verify = verify
+        self.load = load or (lambda spec: load_engine(base, spec, verify=verify))
         self.metrics = metrics or Metrics()
         self.metrics.serving = self._serving
         self.metrics.resident = lambda: len(self.resident())
@@ -296,7 +300,7 @@ class Runtime:
                 slot.from_tier = True
             else:
                 try:
-                    engine = load_engine(self.base, spec, verify=self.verify)
+                    engine = self.load(spec)
                 except Exception as exc:
                     self._record_failure(spec.id, exc, time.perf_counter() - started)
                     raise
@@ -430,7 +434,7 @@ class Runtime:
         started = time.perf_counter()
         try:
             spec = self.load_spec(commit)
-            return Slot(load_engine(self.base, spec, verify=self.verify))
+            return Slot(self.load(spec))
         except Exception as exc:
             self._record_failure(commit, exc, time.perf_counter() - started)
             raise
@@ -495,3 +499,6 @@ class Runtime:
                 self._tier.keep(slot)
             self._tier.max_adapters = 0
         self._trim()
+        close = getattr(self.base, "close", None)  # a vLLM base: its connections
+        if close is not None:
+            close()

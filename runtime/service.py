@@ -7,6 +7,7 @@ pieces; the CLI stays a thin layer over it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 from pathlib import Path
@@ -93,6 +94,8 @@ def open_runtime(
     max_cpu_adapters: int = 0,
     traces: bool = True,
     trace_content: bool = True,
+    engine_url: str | None = None,
+    engine_key: str | None = None,
 ) -> Runtime:
     """Load REV's set onto the base and keep following REV (a channel, tag or line): on a
     registry through its event stream, in a local repository by polling.
@@ -100,12 +103,18 @@ def open_runtime(
     `batching` says how concurrent requests are gathered (default: `BatchPolicy()`);
     `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included.
     `traces`: record each turn in the repository's database, or the registry's (see
-    `recorder_for`), with the messages and the answer unless `trace_content` is False."""
+    `recorder_for`), with the messages and the answer unless `trace_content` is False.
+    `engine_url`: every forward pass on the vLLM server there (with mint's plugin, which
+    fetches and verifies the adapters; `engine_key` its API key), not in this process."""
     spec = api.set_spec(repo, rev)
     watch, poll_interval = watch_for(repo, rev, poll_interval)
+    base, load, verify = engine_for(
+        base_dir_for(repo, spec, base_dir), repo, engine_url, engine_key
+    )
     runtime = Runtime(
-        SharedBase.load(base_dir_for(repo, spec, base_dir)),
-        verify=store_verifier(repo),
+        base,
+        verify=verify,
+        load=load,
         resolve=lambda: api.resolve(repo, rev),
         load_spec=lambda commit: api.set_spec(repo, commit),
         poll_interval=poll_interval,
@@ -125,6 +134,17 @@ def open_runtime(
     except Exception as exc:  # noqa: BLE001 - the holder serves; the follower tries again
         log.warning("reading the canary of %s: %s", rev, exc)
     return runtime
+
+
+def engine_for(base_dir: str, repo, engine_url: str | None, engine_key: str | None):
+    """(base, load, verify) for a Runtime: the base loaded here and every blob re-hashed
+    before a version is staged, or a vLLM server at ENGINE_URL (its plugin verifies)."""
+    if engine_url is None:
+        return SharedBase.load(base_dir), None, store_verifier(repo)
+    from mint.runtime.vllm_engine import VllmBase, load_vllm_engine
+
+    base = VllmBase(engine_url, base_dir, api_key=engine_key)
+    return base, functools.partial(load_vllm_engine, base), None
 
 
 def canary_reader(repo, rev: str):
@@ -182,6 +202,8 @@ def route_eval(
     base_dir: str | None = None,
     contract: str | None = None,
     by: str,
+    engine_url: str | None = None,
+    engine_key: str | None = None,
 ) -> RouteEval:
     """Routing accuracy of REV's router on labelled requests; recorded under CONTRACT if given."""
     spec = api.set_spec(repo, rev)
@@ -190,7 +212,12 @@ def route_eval(
     records = list(read_records(data))
     if not records:
         raise InvalidConfig(f"{data} holds no labelled requests")
-    engine = open_engine(base_dir_for(repo, spec, base_dir), spec, verify=store_verifier(repo))
+    folder = base_dir_for(repo, spec, base_dir)
+    if engine_url is None:
+        engine = open_engine(folder, spec, verify=store_verifier(repo))
+    else:
+        base, load, _ = engine_for(folder, repo, engine_url, engine_key)
+        engine = load(spec)
     try:
         result = evaluate_routes(engine, records)
     finally:

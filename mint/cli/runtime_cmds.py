@@ -45,6 +45,39 @@ def base_dir_option(fn):
     return wrapper
 
 
+def engine_options(fn):
+    """`--engine embedded|vllm`, `--engine-url URL`, `--engine-key-env NAME`: where the forward
+    passes run; the function receives `engine_url` (None: embedded) and `engine_key`."""
+
+    @click.option(
+        "--engine",
+        type=click.Choice(["embedded", "vllm"]),
+        default="embedded",
+        show_default=True,
+        help="Run the model here (PEFT), or on a vLLM server with mint's plugin.",
+    )
+    @click.option(
+        "--engine-url",
+        metavar="URL",
+        help="The vLLM server (default with --engine vllm: start one here, on a free port).",
+    )
+    @click.option(
+        "--engine-key-env",
+        metavar="NAME",
+        help="Environment variable holding the vLLM server's API key.",
+    )
+    @functools.wraps(fn)
+    def wrapper(*args, engine, engine_url, engine_key_env, **kwargs):
+        if engine_url and engine != "vllm":
+            raise click.UsageError("--engine-url needs --engine vllm")
+        key = os.environ.get(engine_key_env) if engine_key_env else None
+        if engine_key_env and not key:
+            raise click.UsageError(f"--engine-key-env: ${engine_key_env} is not set")
+        return fn(*args, engine=engine, engine_url=engine_url, engine_key=key, **kwargs)
+
+    return wrapper
+
+
 def batching_options(fn):
     """`--batch-window-ms`, `--max-batch`, `--no-batching`: how concurrent requests are gathered
     into batches; the function receives `batching` (a BatchPolicy)."""
@@ -147,12 +180,16 @@ def client_checks(repo, host: str, token_env: str | None, registry_tokens: bool)
 @click.option(
     "--no-trace-content", is_flag=True, help="Record traces without messages or answers."
 )
+@engine_options
 @token_options
 @with_repo
 def serve(
     repo,
     rev,
     base_dir,
+    engine,
+    engine_url,
+    engine_key,
     host,
     port,
     poll,
@@ -176,6 +213,11 @@ def serve(
     from mint.runtime.service import open_runtime
     from mint.runtime.serving import serve as run_server
 
+    check_port(host, port)
+    server = None
+    if engine == "vllm" and engine_url is None:
+        server = start_engine(repo, rev, base_dir)
+        engine_url = server.url
     runtime = open_runtime(
         repo,
         rev,
@@ -185,19 +227,44 @@ def serve(
         max_cpu_adapters=max_cpu_adapters,
         traces=not no_traces,
         trace_content=not no_trace_content,
+        engine_url=engine_url,
+        engine_key=engine_key,
     )
-    warn(f"mint: serving {rev} ({short(runtime.active.id)}) on http://{host}:{port}")
+    on = f" on vLLM at {engine_url}" if engine_url else ""
+    warn(f"mint: serving {rev} ({short(runtime.active.id)}){on} on http://{host}:{port}")
     runtime.follow()
     try:
         stopped_by = run_server(runtime, host, port, checks=checks, log_level="warning")
     finally:
         runtime.close()
+        if server is not None:
+            server.stop()
         for check in checks:
             getattr(check, "close", lambda: None)()
     recorder = runtime.recorder
     if stopped_by:
         kept = f"; traces: {recorder.stats()}" if recorder is not None else ""
         warn(f"mint: stopped on {stopped_by}: requests in flight finished{kept}")
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a taken port before any model is loaded."""
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror}") from None
+
+
+def start_engine(repo, rev: str, base_dir: str | None):
+    """A vLLM server started here for `--engine vllm` without `--engine-url` (one line when
+    vLLM is not installed)."""
+    from mint.runtime.vllm_server import start_server
+
+    return start_server(repo, rev, base_dir)
 
 
 @click.command("route-eval")
@@ -214,14 +281,31 @@ def serve(
     help="Record route_accuracy as an evaluation under this contract.",
 )
 @base_dir_option
+@engine_options
 @json_option
 @with_repo
-def route_eval(repo, rev, data, contract_name, base_dir, as_json) -> None:
+def route_eval(
+    repo, rev, data, contract_name, base_dir, engine, engine_url, engine_key, as_json
+) -> None:
     """Routing accuracy of set REV on labelled requests, with the confusion matrix."""
     quiet_libraries()
     from mint.runtime.service import route_eval as run
 
-    r = run(repo, rev, data, base_dir=base_dir, contract=contract_name, by=current_user())
+    server = start_engine(repo, rev, base_dir) if engine == "vllm" and not engine_url else None
+    try:
+        r = run(
+            repo,
+            rev,
+            data,
+            base_dir=base_dir,
+            contract=contract_name,
+            by=current_user(),
+            engine_url=server.url if server is not None else engine_url,
+            engine_key=engine_key,
+        )
+    finally:
+        if server is not None:
+            server.stop()
     if as_json:
         return emit_json(r)
     echo(
