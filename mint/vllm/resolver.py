@@ -35,6 +35,7 @@ from vllm.lora.request import LoRARequest
 from vllm.lora.resolver import LoRAResolver, LoRAResolverRegistry
 
 from mint.errors import MintError, Unauthenticated
+from mint.store.errors import StoreError
 from mint.vllm.adapters import AdapterSource, split_name, vllm_name
 from mint.vllm.follow import Follower
 
@@ -87,7 +88,7 @@ class MintResolver(LoRAResolver):
         owner = serving_models(sys._getframe(1), self)  # before the first await
         try:
             resolved = await asyncio.to_thread(self.source.fetch, base_model_name, lora_name)
-        except MintError as exc:
+        except (MintError, StoreError) as exc:
             raise refusal(lora_name, exc) from None
         except Exception as exc:  # noqa: BLE001 - the client gets a 503, never a traceback
             log.exception("resolving %s", lora_name)
@@ -158,9 +159,12 @@ def _is_table_of(candidate, resolver) -> bool:
         return False
 
 
-def refusal(name: str, exc: MintError) -> GracefulHTTPError:
-    """The 4xx a client gets for a name mint refuses, with mint's one line."""
-    if isinstance(exc, Unauthenticated):
+def refusal(name: str, exc: Exception) -> GracefulHTTPError:
+    """The 4xx a client gets for a name mint refuses, with mint's one line (a 502 when the
+    bytes mint holds do not verify: the fault is upstream of vLLM, not the client's)."""
+    if isinstance(exc, StoreError):
+        status = HTTPStatus.BAD_GATEWAY
+    elif isinstance(exc, Unauthenticated):
         status = HTTPStatus.UNAUTHORIZED
     elif isinstance(exc, PermissionError):
         status = HTTPStatus.FORBIDDEN
