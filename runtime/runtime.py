@@ -7,9 +7,8 @@ end on it, whatever is swapped in meanwhile. Requests run in batches gathered by
 Staging loads and checks everything first (see `load_engine`); if it fails, nothing changes
 for the version serving, and the failure is counted and logged.
 
-A version swapped out stays loaded in the CPU tier (see `residency`) while the tier's bound
-allows, so serving it again is a swap of pointers; past the bound, the least recently used
-version no request holds is unloaded.
+A version swapped out stays in the CPU tier (`residency`) while its bound allows, so serving it
+again is a swap of pointers; past the bound, the least recently used idle version is unloaded.
 
 Following a channel: `follow()` starts a thread that calls `resolve()` every
 `poll_interval` seconds and, when the channel names another commit, loads it with
@@ -116,11 +115,9 @@ class Runtime:
         `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included
         (0: a version is unloaded as soon as it stops serving and no request holds it).
         `watch` (see `Watch`) tells the follower when to check, instead of a timer.
-        `load(spec)` checks and loads a version (default: `load_engine` onto BASE with
-        VERIFY; `mint.runtime.vllm_engine` gives one whose passes run on a vLLM server).
+        `load(spec)` checks and loads a version (default `load_engine`; see `vllm_engine`).
         """
-        self.base = base
-        self.verify = verify
+        self.base, self.verify = base, verify
         self.load = load or (lambda spec: load_engine(base, spec, verify=verify))
         self.metrics = metrics or Metrics()
         self.metrics.serving = self._serving
@@ -499,6 +496,4 @@ class Runtime:
                 self._tier.keep(slot)
             self._tier.max_adapters = 0
         self._trim()
-        close = getattr(self.base, "close", None)  # a vLLM base: its connections
-        if close is not None:
-            close()
+        getattr(self.base, "close", lambda: None)()  # a vLLM base: its connections

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -211,34 +212,35 @@ def serve(
         warn("mint: a reader's token records no traces on the registry (a writer's does)")
         no_traces = True
     from mint.runtime.service import open_runtime
-    from mint.runtime.serving import serve as run_server
 
     check_port(host, port)
-    server = None
-    if engine == "vllm" and engine_url is None:
-        server = start_engine(repo, rev, base_dir)
-        engine_url = server.url
-    runtime = open_runtime(
-        repo,
-        rev,
-        base_dir,
-        poll_interval=poll,
-        batching=batching,
-        max_cpu_adapters=max_cpu_adapters,
-        traces=not no_traces,
-        trace_content=not no_trace_content,
-        engine_url=engine_url,
-        engine_key=engine_key,
-    )
-    on = f" on vLLM at {engine_url}" if engine_url else ""
-    warn(f"mint: serving {rev} ({short(runtime.active.id)}){on} on http://{host}:{port}")
+    with engine_at(engine, engine_url, repo, rev, base_dir) as url:
+        runtime = open_runtime(
+            repo,
+            rev,
+            base_dir,
+            poll_interval=poll,
+            batching=batching,
+            max_cpu_adapters=max_cpu_adapters,
+            traces=not no_traces,
+            trace_content=not no_trace_content,
+            engine_url=url,
+            engine_key=engine_key,
+        )
+        on = f" on vLLM at {url}" if url else ""
+        warn(f"mint: serving {rev} ({short(runtime.active.id)}){on} on http://{host}:{port}")
+        serve_until_stopped(runtime, host, port, checks)
+
+
+def serve_until_stopped(runtime, host: str, port: int, checks: list) -> None:
+    """Follow the channel and serve until SIGTERM or SIGINT; then close everything."""
+    from mint.runtime.serving import serve as run_server
+
     runtime.follow()
     try:
         stopped_by = run_server(runtime, host, port, checks=checks, log_level="warning")
     finally:
         runtime.close()
-        if server is not None:
-            server.stop()
         for check in checks:
             getattr(check, "close", lambda: None)()
     recorder = runtime.recorder
@@ -259,12 +261,21 @@ def check_port(host: str, port: int) -> None:
             raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror}") from None
 
 
-def start_engine(repo, rev: str, base_dir: str | None):
-    """A vLLM server started here for `--engine vllm` without `--engine-url` (one line when
-    vLLM is not installed)."""
+@contextlib.contextmanager
+def engine_at(engine: str, url: str | None, repo, rev: str, base_dir: str | None):
+    """The vLLM server's URL (None: the embedded engine). `--engine vllm` without
+    `--engine-url` starts one here, stopped when the block ends (one line when vLLM is not
+    installed)."""
+    if engine != "vllm" or url is not None:
+        yield url
+        return
     from mint.runtime.vllm_server import start_server
 
-    return start_server(repo, rev, base_dir)
+    server = start_server(repo, rev, base_dir)
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 @click.command("route-eval")
@@ -291,8 +302,7 @@ def route_eval(
     quiet_libraries()
     from mint.runtime.service import route_eval as run
 
-    server = start_engine(repo, rev, base_dir) if engine == "vllm" and not engine_url else None
-    try:
+    with engine_at(engine, engine_url, repo, rev, base_dir) as url:
         r = run(
             repo,
             rev,
@@ -300,12 +310,9 @@ def route_eval(
             base_dir=base_dir,
             contract=contract_name,
             by=current_user(),
-            engine_url=server.url if server is not None else engine_url,
+            engine_url=url,
             engine_key=engine_key,
         )
-    finally:
-        if server is not None:
-            server.stop()
     if as_json:
         return emit_json(r)
     echo(
