@@ -18,6 +18,7 @@ from mint.store.errors import BlobCorrupt
 from mint.vllm.adapters import AdapterSource, matches, split_name
 from mint.vllm.follow import Follower
 
+from conftest import one_line_error
 from support.registry import create_token, running_registry
 
 USER = "tester"
@@ -140,3 +141,24 @@ def test_a_token_that_may_not_read_the_line_gets_nothing(repo, models, chat, tmp
     assert got.name == f"chat@{chat[0]}"
     config = json.loads((Path(got.path) / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA"
+
+
+def test_without_vllm_the_engine_says_what_to_install(mint, chat):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed in this environment")  # make test's has none
+    result = mint("serve", "chat@production", "--engine", "vllm", "--port", "0")
+    line = one_line_error(result, "pip install 'mint[vllm]'")
+    assert "--engine-url" in line
+    one_line_error(mint("serve", "chat@production", "--engine-url", "http://127.0.0.1:9"))
+    one_line_error(mint("route-eval", "chat@production", "--data", __file__, "--engine", "vllm"))
+
+
+def test_an_engine_url_with_no_vllm_behind_it_is_one_line(mint, chat, models):
+    from support import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    args = ("--engine", "vllm", "--engine-url", url, "--base-dir", models["base"])
+    result = mint("serve", "chat@production", "--port", str(free_port()), *args)
+    assert url in one_line_error(result, "no vLLM server answers")
