@@ -26,11 +26,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import VllmServer, start_vllm, vllm_python  # noqa: E402
+from harness import VllmServer, start_front, start_vllm, vllm_python  # noqa: E402
 
 from support.registry import Registry, create_token, start_registry  # noqa: E402
 from support.runtime import commit_demo  # noqa: E402
-from support.serving import Served, _start  # noqa: E402
+from support.serving import Served  # noqa: E402
 
 BY = "ann"
 
@@ -133,15 +133,6 @@ def vllm(world, tmp_path_factory) -> VllmServer:
     server = start_vllm(python, world.base, tmp_path_factory.mktemp("vllm"), env)
     yield server
     server.stop()
-
-
-def start_front(world: World, folder: Path, *args: str) -> Served:
-    """`mint --repo REGISTRY serve macaron@production --base-dir BASE ARGS` (the installed
-    console script, the admin's token in MINT_TOKEN); returns once /healthz answers."""
-    mint = Path(sys.executable).parent / "mint"
-    argv = [str(mint), "--repo", world.registry.url, "serve", "macaron@production"]
-    argv += ["--base-dir", str(world.base), *args]
-    return _start(argv, folder, {"MINT_TOKEN": world.tokens["admin"]})
 
 
 @pytest.fixture(scope="session")

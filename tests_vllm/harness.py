@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from support import free_port
+from support.serving import Served, _start
 
 DEFAULT_PYTHON = Path.home() / ".cache" / "mint" / "vllm-venv" / "bin" / "python"
 START_TIMEOUT = 300.0  # seconds: a liveness limit for a cold start on a busy two-core machine
@@ -120,6 +122,16 @@ def start_vllm(python: Path, base_dir: Path, folder: Path, env: dict[str, str]) 
             raise RuntimeError(f"the vLLM server did not start:\n{server.output()}")
         time.sleep(0.5)
     return server
+
+
+def start_front(world, folder: Path, *args: str) -> Served:
+    """`mint --repo REGISTRY serve macaron@production --base-dir BASE ARGS` for WORLD (see
+    conftest), the installed console script with the admin's token in MINT_TOKEN; returns
+    once /healthz answers."""
+    mint = Path(sys.executable).parent / "mint"
+    argv = [str(mint), "--repo", world.registry.url, "serve", "macaron@production"]
+    argv += ["--base-dir", str(world.base), *args]
+    return _start(argv, folder, {"MINT_TOKEN": world.tokens["admin"]})
 
 
 def complete(url: str, model: str, prompt: str | list[int] = PROMPT, **extra) -> httpx.Response:
