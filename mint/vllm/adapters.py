@@ -28,7 +28,7 @@ from mint.commits.adapter import safe_relpath
 from mint.errors import BaseMismatch, InvalidName, InvalidObject, WrongKind
 from mint.ids import Kind, is_url
 from mint.objects import CommitDetail
-from mint.store.base import sha256_file
+from mint.store.base import is_blob_id, sha256_file
 
 
 def split_name(name: str) -> tuple[str, str] | None:
@@ -108,6 +108,8 @@ class AdapterSource:
             raise InvalidName(f"{name!r} is not LINE@REV")
         line, rev = parts
         detail = api.show(self.repo, name)
+        if not is_blob_id(detail.id):  # a folder name below: a registry's answer is checked
+            raise InvalidObject(f"{name} resolved to a malformed commit id")
         if detail.kind != Kind.ADAPTER:
             raise WrongKind(f"{name} is a {detail.kind} commit; vLLM loads adapter commits")
         if detail.line != line:
