@@ -79,3 +79,11 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# bench/bench_vllm.py: the demo MoL on the embedded engine and on a vLLM server, side by side,
+# in vLLM's environment (as test-vllm installs it, mint from this checkout).
+.PHONY: bench-vllm
+bench-vllm: $(VLLM_STAMP)
+	rm -rf build/lib
+	$(VLLM_PY) -m pip install -q --no-deps --force-reinstall .
+	$(VLLM_PY) bench/bench_vllm.py

@@ -25,6 +25,7 @@ import bench_serving  # noqa: E402
 import bench_slow_clients  # noqa: E402
 import bench_startup  # noqa: E402
 import bench_store  # noqa: E402
+import bench_vllm  # noqa: E402
 import bench_web  # noqa: E402
 
 import _common as c  # noqa: E402
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     follow = bench_follow.main([])
     print("\n# bench_slow_clients\n", flush=True)
     slow_clients = bench_slow_clients.main([])
+    print("\n# bench_vllm\n", flush=True)
+    vllm = bench_vllm.main([])  # in vLLM's environment; skipped where there is none
     print("\n# Summary\n")
     print(bench_store.report({**store, "profiles": {}}))
     print()
@@ -84,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     print(bench_follow.report(follow))
     print()
     print(bench_slow_clients.report(slow_clients))
+    print()
+    print(bench_vllm.report(vllm))
     print(
         f"\npull: mint {pull['mint_median_s']:.2f} s, snapshot_download alone "
         f"{pull['download_median_s']:.2f} s, "
@@ -104,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             "hubproto": hubproto,
             "follow": follow,
             "slow_clients": slow_clients,
+            "vllm": vllm,
         },
     )
     print(f"\n({time.perf_counter() - t0:.0f} s in all; JSON under bench/out/)")
