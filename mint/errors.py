@@ -73,9 +73,12 @@ class InvalidName(MintError, ValueError):
 
 
 class RevisionNotFound(MintError, LookupError):
-    def __init__(self, rev: str, why: str = "unknown revision"):
+    """No revision, line, tag, channel or contract of that name; NEAR holds the known names
+    closest to it (spelled as the caller would write them), closest first."""
+
+    def __init__(self, rev: str, why: str = "unknown revision", near: list[str] | None = None):
         super().__init__(f"{why}: {rev!r}")
-        self.rev, self.why = rev, why
+        self.rev, self.why, self.near = rev, why, near
 
 
 class AmbiguousRevision(MintError, LookupError):

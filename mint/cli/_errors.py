@@ -48,9 +48,7 @@ def _store_hints(e) -> dict:
 def _input_hints(e) -> dict:
     return {
         e.AmbiguousRevision: "give more hex digits",
-        e.RevisionNotFound: lambda x: (
-            "a commit prefix needs 7 or more hex digits" if _short_hex(x.rev) else None
-        ),
+        e.RevisionNotFound: _revision_hint,
         e.TagExists: "pass --force to move it",
         e.ReservedName: "choose another name",
         e.ChannelTypo: lambda x: (
@@ -110,6 +108,18 @@ def _runtime_hints() -> dict:
     return {
         rt.AmbiguousLabels: "rename one label so that the base's tokenizer can tell them apart"
     }
+
+
+def _revision_hint(exc) -> str | None:
+    """What a revision that is not found may have been: the nearest known names (difflib,
+    `RevisionNotFound.near`), and that a commit prefix is 7 hex digits or more."""
+    hints = []
+    if _short_hex(exc.rev):
+        hints.append("a commit prefix needs 7 or more hex digits")
+    near = getattr(exc, "near", None)
+    if near and isinstance(near, list):  # a list, however it crossed the wire
+        hints.append("did you mean " + ", ".join(map(str, near)) + "?")
+    return "; ".join(hints) or None
 
 
 def _short_hex(rev: object) -> bool:

@@ -23,7 +23,7 @@ from mint.errors import (
 from mint.ids import ContractId, iso, object_id, utcnow
 from mint.objects import Contract, ContractAdded
 from mint.refs import check_name
-from mint.refs.revisions import MAX_NAME
+from mint.refs.revisions import MAX_NAME, SUGGESTIONS, nearest
 from mint.repo import Repo
 
 TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "lines", "live"}
@@ -270,8 +270,21 @@ def get_row(conn, name: str, version: int | None = None):
         else _latest_row(conn, name)
     )
     if row is None:
-        raise RevisionNotFound(name if not version else f"{name} v{version}", "unknown contract")
+        what = name if not version else f"{name} v{version}"
+        raise RevisionNotFound(what, "unknown contract", _near_contracts(conn, name, version))
     return row
+
+
+def _near_contracts(conn, name: str, version: int | None) -> list[str]:
+    """What an unknown contract may have meant: the latest versions of NAME when it is a
+    contract (as "NAME vN"), else the contract names nearest to NAME."""
+    c = s.contracts.c
+    if version:
+        q = sa.select(c.version).where(c.name == name).order_by(c.version.desc())
+        versions = list(conn.execute(q.limit(SUGGESTIONS)).scalars())
+        if versions:
+            return [f"{name} v{v}" for v in versions]
+    return nearest(name, conn.execute(sa.select(c.name).distinct()).scalars())
 
 
 def _latest_row(conn, name: str):

@@ -6,7 +6,9 @@ hex prefix of 7 or more characters. A LINE may be NAMESPACE/NAME.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -24,6 +26,7 @@ _REV = re.compile(r"^(?P<base>[^~]+)(?P<tilde>(?:~\d*)*)$")
 
 NAMESPACED = ("line", "set")  # kinds whose names may be NAMESPACE/NAME
 MAX_NAME = 100
+SUGGESTIONS = 3  # known names a "did you mean" offers at most
 
 
 def check_name(kind: str, name: str) -> str:
@@ -79,7 +82,7 @@ def resolve(conn: Connection, rev: str) -> Resolved:
     m = _REV.match(rev.strip()) if isinstance(rev, str) and not _CONTROL.search(rev) else None
     if not m:
         raise RevisionNotFound(str(rev), "malformed revision")
-    resolved = _resolve_base(conn, m.group("base"), rev)
+    resolved = _resolve_base(conn, m.group("base"), rev, m.group("tilde"))
     steps = sum(int(t) if t else 1 for t in m.group("tilde").split("~")[1:])
     commit = resolved.id
     for _ in range(steps):
@@ -99,7 +102,9 @@ def resolve(conn: Connection, rev: str) -> Resolved:
     )
 
 
-def _resolve_base(conn: Connection, base: str, rev: str) -> Resolved:
+def _resolve_base(conn: Connection, base: str, rev: str, tilde: str = "") -> Resolved:
+    """BASE (REV without its ~N steps, TILDE) as a commit; a miss names the nearest known
+    revisions, each with TILDE, as REV would be written."""
     if "@" in base:
         line, _, name = base.partition("@")
         if not line or not name:
@@ -113,9 +118,10 @@ def _resolve_base(conn: Connection, base: str, rev: str) -> Resolved:
             return Resolved(CommitId(row.target), line, name, row.kind)
         if is_hex_prefix(name):
             return Resolved(_by_prefix(conn, name, rev, line=line), line, None, None)
+        near = [n + tilde for n in near_refs(conn, line, name)]
         if find_line(conn, line) is None:
-            raise RevisionNotFound(rev, "unknown line")
-        raise RevisionNotFound(rev, f"line {line} has no tag or channel {name!r}")
+            raise RevisionNotFound(rev, "unknown line", near)
+        raise RevisionNotFound(rev, f"line {line} has no tag or channel {name!r}", near)
     row = find_line(conn, base)
     if row is not None:
         if row.head is None:
@@ -123,7 +129,47 @@ def _resolve_base(conn: Connection, base: str, rev: str) -> Resolved:
         return Resolved(CommitId(row.head), base, None, None)
     if is_hex_prefix(base):
         return Resolved(_by_prefix(conn, base, rev), None, None, None)
-    raise RevisionNotFound(rev)
+    raise RevisionNotFound(rev, near=[n + tilde for n in near_lines(conn, base)])
+
+
+# --- did you mean ------------------------------------------------------------------
+
+
+def nearest(word: str, known: Iterable[str]) -> list[str]:
+    """The names of KNOWN closest to WORD (difflib's ratio of 0.6 or more), closest first."""
+    return difflib.get_close_matches(word, list(known), n=SUGGESTIONS)
+
+
+def near_lines(conn: Connection, name: str) -> list[str]:
+    """What an unknown LINE may have meant: the nearest line names, then LINE@NAME for the
+    lines with a tag or channel called NAME (`production` for `chat@production`)."""
+    q = sa.select(s.refs.c.line).where(s.refs.c.name == name).order_by(s.refs.c.line)
+    refs = [f"{line}@{name}" for line in conn.execute(q.limit(SUGGESTIONS)).scalars()]
+    return (_line_names(conn, name) + refs)[:SUGGESTIONS]
+
+
+def near_refs(conn: Connection, line: str, name: str, kind: RefKind | None = None) -> list[str]:
+    """What an unknown LINE@NAME may have meant, as LINE@NAME: the tags and channels (of
+    KIND, if given) of LINE nearest to NAME; when there is no line LINE, NAME (or the
+    nearest to it) on each of the lines nearest to LINE."""
+    if find_line(conn, line) is not None:
+        return [f"{line}@{n}" for n in nearest(name, _ref_names(conn, line, kind))]
+    near = []
+    for other in _line_names(conn, line):
+        names = _ref_names(conn, other, kind)
+        near += [f"{other}@{n}" for n in ([name] if name in names else nearest(name, names))]
+    return near[:SUGGESTIONS]
+
+
+def _line_names(conn: Connection, name: str) -> list[str]:
+    return nearest(name, conn.execute(sa.select(s.lines.c.name)).scalars())
+
+
+def _ref_names(conn: Connection, line: str, kind: RefKind | None) -> list[str]:
+    q = sa.select(s.refs.c.name).where(s.refs.c.line == line)
+    if kind is not None:
+        q = q.where(s.refs.c.kind == kind)
+    return list(conn.execute(q.order_by(s.refs.c.name)).scalars())
 
 
 def _by_prefix(conn: Connection, prefix: str, rev: str, line: str | None = None) -> CommitId:
