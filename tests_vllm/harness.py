@@ -111,8 +111,15 @@ def start_vllm(python: Path, base_dir: Path, folder: Path, env: dict[str, str]) 
         "256",
     ]
     with open(log, "wb") as out:
+        # run outside the checkout: `python -m` puts the working folder first on sys.path, where
+        # the source folder `mint` would hide the installed package (mint.store lies in store/)
         process = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            cwd=folder,
+            start_new_session=True,
         )
     server = VllmServer(f"http://127.0.0.1:{port}", process, log, cache)
     deadline = time.monotonic() + START_TIMEOUT

@@ -138,11 +138,13 @@ def resolve_in_vllm_env(world, token: str, folder, name: str) -> dict:
         "XDG_CONFIG_HOME": str(folder / "config"),
         "VLLM_NO_USAGE_STATS": "1",
     }
+    folder.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [str(vllm_python()), "-c", RESOLVE, str(world.base), name],
         capture_output=True,
         text=True,
         env=env,
+        cwd=folder,  # not the checkout, whose source folder `mint` would hide the installed one
         timeout=300,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
