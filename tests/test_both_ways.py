@@ -603,6 +603,7 @@ EXCLUDED: dict[str, str] = {
     "remote ls": "names a registry in this machine's config; no repository is read",
     "remote remove": "names a registry in this machine's config; no repository is read",
     "login": "keeps a token for a registry URL in this machine's config",
+    "logout": "forgets a token kept for a registry URL in this machine's config",
     # A server that runs until stopped; tests/test_traces_remote.py serves from a registry.
     "serve": "a long-running server (tests/test_traces_remote.py runs it with --repo URL)",
 }

@@ -1,4 +1,5 @@
-"""Commands of registries seen from here: remote add|ls|remove, push, fetch, clone, login."""
+"""Commands of registries seen from here: remote add|ls|remove, push, fetch, clone, login,
+logout."""
 
 from __future__ import annotations
 
@@ -210,13 +211,58 @@ def login(url, as_json) -> None:
     if sys.stdin.isatty():
         token = click.prompt("Token", hide_input=True, err=True)
     else:
-        token = click.get_text_stream("stdin").read().strip()
+        token = sys.stdin.read().strip()
+    if not token:
+        raise click.UsageError(
+            "expected a token on standard input (as `mint registry token create` printed it), "
+            "read nothing"
+        )
     r = api.login(url, token, folder=config_dir(os.environ))
     if as_json:
         return emit_json(r)
     echo(f"logged in to {r.url} as {r.name} ({r.role}); token kept in {r.file}")
 
 
+@click.command()
+@click.argument("url", required=False)
+@json_option
+@click.pass_obj
+def logout(ctx: Context, url, as_json) -> None:
+    """Forget the token `mint login` kept for URL, a registry URL or a remote's name (default:
+    the remote origin's, else the only one kept). MINT_TOKEN is not touched."""
+    from mint.remote.config import config_dir
+    from mint.remote.config import logout as forget
+
+    r = forget(config_dir(os.environ), _login_url(ctx, url), origin=_origin(ctx))
+    if as_json:
+        return emit_json(r)
+    echo(f"logged out of {r.url}; its token is no longer kept in {r.file}")
+
+
+def _login_url(ctx: Context, name: str | None) -> str | None:
+    """NAME as a registry URL: itself, or the URL of the remote of that name."""
+    from mint.remote.config import remote_url
+
+    if name is None or is_url(name):
+        return name
+    return remote_url(_local(ctx, "a remote").mint_dir, name)
+
+
+def _origin(ctx: Context) -> str | None:
+    """The registry this command is pointed at: the --repo URL, else this repository's
+    remote origin (None outside a repository, or without one)."""
+    from mint.errors import InvalidConfig, RepoNotFound
+    from mint.remote.config import ORIGIN, remote_url
+    from mint.repo import DIRNAME, find_root
+
+    if ctx.is_remote:
+        return ctx.path
+    try:
+        return remote_url(find_root(ctx.path) / DIRNAME, ORIGIN)
+    except (RepoNotFound, InvalidConfig):
+        return None
+
+
 def register(cli: click.Group) -> None:
-    for command in (remote, push, fetch, clone, login):
+    for command in (remote, push, fetch, clone, login, logout):
         cli.add_command(command)

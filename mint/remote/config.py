@@ -1,8 +1,10 @@
 """Remotes of a local repository (`.mint/remotes.json`) and the tokens `mint login` keeps.
 
 Tokens live in `$XDG_CONFIG_HOME/mint/tokens.json` (default `~/.config/mint/`), one per
-registry URL, in a file readable by its owner alone. Nothing here reads the environment by
-itself: the CLI passes it in.
+registry URL, in a file readable by its owner alone. A token kept for a registry on this
+machine answers for every loopback name of it: `http://127.0.0.1:8000`, `http://localhost:8000`
+and `http://[::1]:8000` are one registry. Nothing here reads the environment by itself: the
+CLI passes it in.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from mint.errors import InvalidConfig, RefExists
 from mint.ids import is_url
@@ -20,6 +23,9 @@ from mint.remote.http import normalize
 
 REMOTES = "remotes.json"
 TOKENS = "tokens.json"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  # one host, however a URL names it
+DEFAULT_PORTS = {"http": 80, "https": 443}
+ORIGIN = "origin"  # the remote `mint clone` records, and `mint logout` forgets by default
 
 
 @dataclass(frozen=True)
@@ -89,13 +95,22 @@ def cache_dir(env: Mapping[str, str]) -> Path:
     return Path(base).expanduser() / "mint" / "blobs"
 
 
-def save_token(folder: Path, url: str, token: str) -> Path:
-    """Keep TOKEN for the registry at URL, in a file only its owner may read."""
+def check_token(token: str) -> str:
+    """TOKEN without surrounding blanks; InvalidConfig unless it is one word."""
     token = token.strip()
-    if not token or any(c.isspace() for c in token):
+    if not token:
+        raise InvalidConfig("the token is empty: a token is one word, as the registry gave it")
+    if any(c.isspace() for c in token):
         raise InvalidConfig("a token is one word, with no spaces")
+    return token
+
+
+def save_token(folder: Path, url: str, token: str) -> Path:
+    """Keep TOKEN for the registry at URL (in place of one kept for another loopback name of
+    it), in a file only its owner may read."""
+    token = check_token(token)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tokens = _read(folder / TOKENS)
+    tokens = {u: t for u, t in _read(folder / TOKENS).items() if site(u) != site(url)}
     tokens[normalize(url)] = token
     _write(folder / TOKENS, tokens, private=True)
     return folder / TOKENS
@@ -103,13 +118,59 @@ def save_token(folder: Path, url: str, token: str) -> Path:
 
 def token_for(url: str, env: Mapping[str, str]) -> str | None:
     """MINT_TOKEN, else the token `mint login` kept for URL (or for a registry URL that
-    URL lies under), else None."""
+    URL lies under, under any loopback name), else None."""
     if env.get("MINT_TOKEN"):
         return env["MINT_TOKEN"].strip()
-    tokens = _read(config_dir(env) / TOKENS)
-    url = normalize(url)
+    tokens = {site(u): t for u, t in _read(config_dir(env) / TOKENS).items()}
+    url = site(url)
     under = [u for u in tokens if url == u or url.startswith(u + "/")]
     return tokens[max(under, key=len)] if under else None
+
+
+def site(url: str) -> str:
+    """URL as kept tokens are matched: scheme and host in lower case, every loopback name as
+    127.0.0.1, the port always written, no trailing slash."""
+    url = normalize(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:  # a port that is no number: match the text as it is
+        return url
+    host = (parts.hostname or "").lower()
+    host = "127.0.0.1" if host in LOOPBACK else f"[{host}]" if ":" in host else host
+    netloc = f"{host}:{port}" if port else host
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+@dataclass(frozen=True)
+class Logout:
+    url: str  # the registry whose token was forgotten, as `mint login` kept it
+    file: str  # the token file it was removed from
+
+
+def logout(folder: Path, url: str | None = None, *, origin: str | None = None) -> Logout:
+    """Forget the token kept in FOLDER for the registry at URL (under any loopback name of
+    it). Without URL: the one kept for ORIGIN (a repository's remote "origin"), else the only
+    one kept. InvalidConfig when there is none to forget, or no way to choose one."""
+    path = folder / TOKENS
+    tokens = _read(path)
+    kept = ", ".join(sorted(tokens)) or "none"
+    if url is None:
+        if origin is not None and any(site(u) == site(origin) for u in tokens):
+            url = origin
+        elif len(tokens) == 1:
+            url = next(iter(tokens))
+        elif not tokens:
+            raise InvalidConfig("no registry's token is kept")
+        else:
+            raise InvalidConfig(
+                f"tokens are kept for {len(tokens)} registries ({kept}): give the URL of one"
+            )
+    gone = [u for u in tokens if site(u) == site(url)]
+    if not gone:
+        raise InvalidConfig(f"no token is kept for {normalize(url)} (kept: {kept})")
+    _write(path, {u: t for u, t in tokens.items() if u not in gone}, private=True)
+    return Logout(gone[0], str(path))
 
 
 # --- files -----------------------------------------------------------------------------
@@ -152,6 +213,7 @@ def login(url: str, token: str, *, folder: Path) -> Login:
     """Check TOKEN against the registry at URL, then keep it in FOLDER's token file."""
     from mint.remote.repo import RemoteRepo
 
+    token = check_token(token)  # an empty or spaced token never reaches the registry
     registry = RemoteRepo(url, token)
     try:
         who = registry.whoami()  # a wrong token is refused before it is kept
