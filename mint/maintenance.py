@@ -12,6 +12,8 @@ up to 1000 keys, each batch re-checked under the lock exactly as a single blob i
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -178,17 +180,43 @@ def plan_gc(repo: Repo, *, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> tupl
     with repo.db.read() as conn:
         live = live_blobs(conn)
     doomed: dict[str, int] = {}
-    if hasattr(repo.store, "listing"):  # S3: ids, sizes and times from the listing alone
-        for blob_id, item in repo.store.listing():
-            if blob_id not in live and item["LastModified"].timestamp() < cutoff:
-                doomed[blob_id] = item["Size"]
-    else:
-        for blob_id in repo.store.iter():
-            if blob_id not in live and _older_than(repo.store, blob_id, cutoff):
-                doomed[blob_id] = _size(repo.store, blob_id)
+    graced: dict[str, tuple[float, int]] = {}  # unreferenced but young: (mtime, size)
+    for blob_id, mtime, size in _unreferenced(repo.store, live):
+        if mtime < cutoff:
+            doomed[blob_id] = size
+        else:
+            graced[blob_id] = (mtime, size)
     temps = repo.store.stale_temps(grace_seconds)
-    plan = GcPlan(sorted(doomed), sum(doomed.values()), temps, executed=False)
+    plan = GcPlan(
+        sorted(doomed), sum(doomed.values()), temps, False, *_of_age(graced, grace_seconds)
+    )
     return plan, cutoff
+
+
+def _unreferenced(store: ObjectStore, live: set[str]):
+    """(id, mtime, size) of each stored blob not in LIVE. A store with `listing()` (S3) gives
+    them from its listing alone; a blob that goes while we look is skipped."""
+    if hasattr(store, "listing"):
+        for blob_id, item in store.listing():
+            if blob_id not in live:
+                yield blob_id, item["LastModified"].timestamp(), item["Size"]
+        return
+    for blob_id in store.iter():
+        if blob_id in live:
+            continue
+        try:
+            yield blob_id, store.mtime(blob_id), store.size(blob_id)
+        except BlobMissing:
+            continue
+
+
+def _of_age(graced: dict[str, tuple[float, int]], grace_seconds: float) -> tuple:
+    """(how many, their bytes, when the youngest passes the grace period) of GRACED."""
+    if not graced:
+        return 0, 0, None
+    until = max(m for m, _ in graced.values()) + grace_seconds
+    when = dt.datetime.fromtimestamp(until, dt.UTC).replace(microsecond=0)
+    return len(graced), sum(size for _, size in graced.values()), iso(when)
 
 
 def execute_gc(repo: Repo, plan: GcPlan, cutoff: float) -> GcPlan:
@@ -200,7 +228,7 @@ def execute_gc(repo: Repo, plan: GcPlan, cutoff: float) -> GcPlan:
         deleted, freed = _execute_batches(repo, plan.blobs, cutoff)
         for name in plan.temps:
             repo.store.remove_temp(name)
-        return GcPlan(deleted, freed, list(plan.temps), executed=True)
+        return _done(plan, deleted, freed)
     deleted, freed = [], 0
     for blob_id in plan.blobs:
         crash_point("gc.before-delete")
@@ -215,7 +243,14 @@ def execute_gc(repo: Repo, plan: GcPlan, cutoff: float) -> GcPlan:
         freed += size
     for name in plan.temps:
         repo.store.remove_temp(name)
-    return GcPlan(deleted, freed, list(plan.temps), executed=True)
+    return _done(plan, deleted, freed)
+
+
+def _done(plan: GcPlan, deleted: list[str], freed: int) -> GcPlan:
+    """What an executed PLAN deleted; what the grace period kept stays as planned."""
+    return dataclasses.replace(
+        plan, blobs=deleted, bytes=freed, temps=list(plan.temps), executed=True
+    )
 
 
 def _execute_batches(repo: Repo, blobs: list[str], cutoff: float) -> tuple[list[str], int]:

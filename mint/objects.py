@@ -171,6 +171,11 @@ class GcPlan:
     bytes: int
     temps: list[str]
     executed: bool
+    # Unreferenced blobs that stay only because they are younger than the grace period, their
+    # bytes, and when the youngest of them comes of age (ISO 8601; None when there is none).
+    graced: int = 0
+    graced_bytes: int = 0
+    graced_until: str | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ says what the grace period keeps. Each through the real CLI."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import stat
@@ -180,3 +181,34 @@ def test_logout_takes_a_remotes_name(tmp_path, monkeypatch):
         token_for("http://localhost:8080", {"XDG_CONFIG_HOME": str(tmp_path / "config")}) is None
     )
     one_line_error(Result(*run_in_process([*mint, "logout", "nope"])), "no remote named nope")
+
+
+# --- gc -----------------------------------------------------------------------------------
+
+
+def test_gc_dry_run_says_what_the_grace_period_keeps_and_until_when(mint, repo, models):
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    assert mint("commit", "chat", models["a1"], "-m", "one").code == 0  # young, but referenced
+    orphans = [repo.store.put_bytes(text).id for text in (b"nobody", b"refers to us")]
+    youngest = max(repo.store.mtime(b) for b in orphans)
+    until = dt.datetime.fromtimestamp(youngest + 3600, dt.UTC).replace(microsecond=0)
+
+    plan = mint("gc", "--dry-run", "--json").json()
+    assert plan["blobs"] == [] and not plan["executed"]
+    assert (plan["graced"], plan["graced_bytes"]) == (2, 18)
+    assert dt.datetime.fromisoformat(plan["graced_until"]) == until
+    r = mint("gc", "--dry-run")
+    assert r.code == 0, r
+    assert r.out.splitlines() == [
+        "would remove 0 blobs (0 bytes) and 0 stale temp files",
+        f"kept by the grace period (3600 s): 2 unreferenced blobs (18 bytes), until "
+        f"{until.isoformat()} at the latest",
+    ]
+    assert all(repo.store.has(b) for b in orphans)
+
+    r = mint("gc", "--dry-run", "--grace", "0", "--json")  # nothing is young any more
+    assert r.json()["blobs"] == sorted(orphans) and r.json()["graced"] == 0
+    assert r.json()["graced_until"] is None
+    assert mint("gc", "--grace", "0").out.splitlines() == [
+        "removed 2 blobs (18 bytes) and 0 stale temp files"
+    ]

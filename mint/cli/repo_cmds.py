@@ -120,6 +120,11 @@ def gc(repo, dry_run, grace, as_json) -> None:
         f"{verb} {len(plan.blobs)} blobs ({plan.bytes:,} bytes) and {len(plan.temps)} stale temp "
         "files"
     )
+    if plan.graced:
+        echo(
+            f"kept by the grace period ({grace:g} s): {plan.graced} unreferenced blobs "
+            f"({plan.graced_bytes:,} bytes), until {plan.graced_until} at the latest"
+        )
 
 
 @click.group()
