@@ -34,6 +34,7 @@ TYPOS = [
     (["show", "cht~1"], "did you mean chat~1, chat2~1?"),
     (["show", "production"], "did you mean chat@production?"),
     (["log", "chat@stagin"], "did you mean chat@staging?"),
+    (["history", "chat@stagin"], "did you mean chat@staging?"),
     (["contract", "show", "relase"], "did you mean release?"),
     (["contract", "show", "release", "--version", "7"], "did you mean release v1?"),
 ]

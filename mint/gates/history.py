@@ -9,6 +9,7 @@ from mint.commits.rows import lines_page
 from mint.errors import InvalidConfig, RevisionNotFound
 from mint.ids import Action, Kind, RefKind, iso
 from mint.objects import LineStatus, Move
+from mint.refs.revisions import near_refs
 from mint.repo import Repo
 
 
@@ -60,7 +61,9 @@ def history(
         else:
             moves = [_as_move(r) for r in conn.execute(q.order_by(h.id.desc()).limit(n))][::-1]
         if not moves and (before is None or not _has_moves(conn, where)):
-            raise RevisionNotFound(ref, "unknown channel")
+            raise RevisionNotFound(
+                ref, "unknown channel", near_refs(conn, line, channel, RefKind.CHANNEL)
+            )
     return moves
 
 

@@ -33,6 +33,7 @@ from mint.ids import Action, CommitId, RefKind, iso, utcnow
 from mint.objects import Approval, Evaluation, GateReport, Move
 from mint.refs import Ref, RefsContainer, check_name, check_text, resolve
 from mint.refs.channel_names import check_channel_name, check_new_channel, guard_of
+from mint.refs.revisions import near_refs
 from mint.repo import Repo
 
 PROMOTE_ATTEMPTS = 20
@@ -152,7 +153,9 @@ def rollback(
         refs = RefsContainer(conn)
         current = refs.get(line, channel)
         if current is None or current.kind != RefKind.CHANNEL:
-            raise RevisionNotFound(ref, "unknown channel")
+            raise RevisionNotFound(
+                ref, "unknown channel", near_refs(conn, line, channel, RefKind.CHANNEL)
+            )
         if to is not None:
             move = _rollback_to(conn, refs, current, to, by, reason)
         else:
@@ -231,7 +234,9 @@ def channel_rm(repo: Repo, ref: str, *, by: str) -> Move:
         refs = RefsContainer(conn)
         current = refs.get(line, channel)
         if current is None or current.kind != RefKind.CHANNEL:
-            raise RevisionNotFound(ref, "unknown channel")
+            raise RevisionNotFound(
+                ref, "unknown channel", near_refs(conn, line, channel, RefKind.CHANNEL)
+            )
         why = guard_of(conn, channel)
         if why is not None:
             raise ChannelGuarded(ref, why)

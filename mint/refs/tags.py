@@ -10,7 +10,7 @@ from mint.ids import Action, CommitId, RefKind, iso
 from mint.objects import RefInfo
 from mint.refs.channel_names import check_tag_name
 from mint.refs.container import Ref, RefsContainer
-from mint.refs.revisions import check_name, check_text, line_of, resolve
+from mint.refs.revisions import check_name, check_text, line_of, near_refs, resolve
 from mint.repo import Repo
 
 
@@ -83,7 +83,7 @@ def tag_delete(repo: Repo, ref: str, *, by: str) -> RefInfo:
         refs = RefsContainer(conn)
         found = refs.get(line, name)
         if found is None or found.kind != RefKind.TAG:
-            raise RevisionNotFound(ref, "no such tag")
+            raise RevisionNotFound(ref, "no such tag", near_refs(conn, line, name, RefKind.TAG))
         refs.remove_if_equals(found, by=by)
         return ref_info(found)
 
