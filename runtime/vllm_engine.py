@@ -160,10 +160,10 @@ class VllmEngine(Engine):
                 "max_tokens": longest,
                 "structured_outputs": {"choice": labels},
             }
-            text = self.base.complete(request).get("text", "")
+            ids = self.base.complete(request)["token_ids"]
+            chosen = self.base.tokenizer.decode(ids, skip_special_tokens=True).strip()
         except Exception as exc:  # noqa: BLE001 - routing must always produce a label
             return self._fallback(exc)
-        chosen = text.strip()
         if chosen not in labels:
             return RouteDecision(self.spec.default, {}, f"the router answered {chosen!r}")
         return RouteDecision(chosen, {})

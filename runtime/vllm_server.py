@@ -86,7 +86,9 @@ def start_server(repo, rev: str, base_dir: str | None) -> VllmServer:
         int(f.config.get("r") or 8) for f in (spec.router, spec.summary, *spec.experts.values())
     )
     port = _free_port()
-    env = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="true")
+    # PYTHONSAFEPATH and a folder of its own: a mint checkout in the working folder would
+    # otherwise hide the installed package from the plugin (`python -m` puts it on sys.path)
+    env = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="true", PYTHONSAFEPATH="1")
     if getattr(repo, "is_remote", False):
         env["MINT_REPO"] = repo.url
         if repo.token:
@@ -102,7 +104,12 @@ def start_server(repo, rev: str, base_dir: str | None) -> VllmServer:
     log = Path(tempfile.mkstemp(prefix="mint-vllm-", suffix=".log")[1])
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     server = VllmServer(process, f"http://127.0.0.1:{port}", log)
     server.wait_ready()
