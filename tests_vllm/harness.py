@@ -131,12 +131,12 @@ def start_vllm(python: Path, base_dir: Path, folder: Path, env: dict[str, str]) 
     return server
 
 
-def start_front(world, folder: Path, *args: str) -> Served:
-    """`mint --repo REGISTRY serve macaron@production --base-dir BASE ARGS` for WORLD (see
-    conftest), the installed console script with the admin's token in MINT_TOKEN; returns
-    once /healthz answers."""
+def start_front(world, folder: Path, *args: str, rev: str = "macaron@production") -> Served:
+    """`mint --repo REGISTRY serve REV --base-dir BASE ARGS` for WORLD (see conftest), the
+    installed console script with the admin's token in MINT_TOKEN; returns once /healthz
+    answers."""
     mint = Path(sys.executable).parent / "mint"
-    argv = [str(mint), "--repo", world.registry.url, "serve", "macaron@production"]
+    argv = [str(mint), "--repo", world.registry.url, "serve", rev]
     argv += ["--base-dir", str(world.base), *args]
     return _start(argv, folder, {"MINT_TOKEN": world.tokens["admin"]})
 

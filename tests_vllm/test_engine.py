@@ -210,3 +210,22 @@ def test_a_promote_and_a_rollback_under_load_switch_the_set_with_no_failure(worl
         clients.stop()
     assert clients.failures == []
     assert {s for _, s in clients.answers} == {good, degraded}
+
+
+def test_an_adapter_line_serves_alone_on_vllm_as_on_the_embedded_engine(world, vllm, tmp_path):
+    """`mint serve chat@production --engine vllm`: the adapter answers, no router, no summary,
+    and the answers equal the embedded engine's for the same line."""
+    args = ("--engine", "vllm", "--engine-url", vllm.url)
+    on_vllm = start_front(world, tmp_path / "vllm", *args, rev="chat@production")
+    here = start_front(world, tmp_path / "embedded", rev="chat@production")
+    try:
+        for text in ("hello there, how are you", "please fix the python bug", "make a button"):
+            messages = [{"role": "user", "content": text}]
+            theirs, ours = ask(on_vllm.url, "chat", messages), ask(here.url, "chat", messages)
+            assert theirs["mint"]["set"] == ours["mint"]["set"]
+            assert theirs["mint"]["set"] in (world.commits["chat"], world.commits["chat2"])
+            assert theirs["mint"]["route"] == "chat" and not theirs["mint"].get("summary")
+            assert _answer(theirs) == _answer(ours)
+    finally:
+        on_vllm.stop()
+        here.stop()
