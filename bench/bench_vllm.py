@@ -9,10 +9,14 @@ Figures, measured in one run on the same repository, set and clients:
     measured --reps times, alternating which goes first, after a warm-up; min/median/max over
     the repetitions, and the ratio vLLM/embedded of the medians.
   * the time from `api.promote` (or `api.rollback`) of macaron@production returning to the first
-    answer from the new set (its `mint.set`), under continuous load of 4 clients, on both
-    engines; and when the runtime's active engine switched. The very first move to the
-    degraded router is shown apart on vLLM: its router is not yet on the vLLM server then, so
-    the plugin fetches, verifies and loads it while the version is staged.
+    answer from the new set (its `mint.set`), under continuous load of 4 clients, one engine
+    at a time (the other neither loaded nor following), each starting from the good set; and
+    when the runtime's active engine switched (it polls the repository every 0.5 s, as `mint
+    serve` does). The first move, to the degraded router, is shown apart: on vLLM its router
+    is not yet loaded then, so the plugin fetches, verifies and loads it while it is staged.
+  * vLLM alone: a client asking for `chat@production` back to back while the channel moves;
+    the time from the move to the first answer named `chat@<new commit>` (the plugin polls a
+    local repository every second, retires the name, and resolves it anew).
 
 The base is the vLLM-compatible demo (hidden 128, two heads of 64); vLLM runs float32 with
 --max-model-len 256 on the CPU, its threads bound to cores 0-1, as `make test-vllm` runs it.
@@ -28,7 +32,7 @@ another Python (`make bench`), it runs itself again with MINT_VLLM_PYTHON, else
 ~/.cache/mint/vllm-venv/bin/python (what `make test-vllm` installs), and prints "skipped: vLLM
 not installed" when there is none.
 
-    python bench/bench_vllm.py [--reps 3] [--requests 64] [--clients 16] [--moves 6]
+    python bench/bench_vllm.py [--reps 5] [--requests 64] [--clients 16] [--moves 7]
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import _common as c  # noqa: E402
 
+# The checkout's own folder would hide a mint installed as a user installs it (`make
+# test-vllm` does): its `mint/` lacks mint.store and mint.runtime, which only exist once
+# installed. tests/ stays on the path, for the tests' helpers.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != str(c.REPO_ROOT)]
+
 ME = "bench"
 ENGINES = ("embedded", "vllm")
 VLLM_START = 600.0  # seconds: a liveness limit for a cold start on a busy machine
@@ -64,7 +73,8 @@ SETTLE = 2.0  # seconds of quiet before each measured load: vLLM stays busy ~1 s
 def build_repository(root: Path):
     """The demo MoL (a base vLLM accepts) committed into a new repository: the experts tagged
     v1, two versions of the set `macaron` (trained router, degraded router), the first on
-    macaron@production. Returns (repo, {"good": set id, "degraded": set id}, demo files)."""
+    macaron@production; chat@production on chat v1, and a second commit on `chat` for it to
+    move to. Returns (repo, {"good", "degraded": set ids, "chat", "chat2": commits}, files)."""
     from mint import api
     from mint.examples import train
 
@@ -76,6 +86,9 @@ def build_repository(root: Path):
     ids = commit_demo(repo, files, root / "set", routers, by=ME)
     sets = {name: got["set"] for name, got in ids.items()}
     api.promote(repo, sets["good"], "production", by=ME)
+    sets["chat"] = api.resolve(repo, "chat@v1")
+    api.promote(repo, sets["chat"], "production", by=ME)
+    sets["chat2"] = api.commit(repo, "chat", files.experts["agent"], "chat v2", author=ME).id
     return repo, sets, files
 
 
@@ -86,12 +99,12 @@ class VllmProcess:
     """`python -m vllm.entrypoints.openai.api_server` on the base, with mint's plugin over the
     repository at REPO_ROOT; stopped by its process group."""
 
-    def __init__(self, base_dir: Path, repo_root: Path, folder: Path):
+    def __init__(self, base_dir: Path, repo_root: Path, folder: Path, port: int | None = None):
         from support import free_port
 
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = folder / "vllm.log"
+        self.log = folder / f"vllm-{self.port}.log"
         env = {
             **os.environ,
             "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -112,7 +125,12 @@ class VllmProcess:
         ]  # fmt: skip
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=folder,  # not the checkout, whose `mint/` would hide the installed mint
+                start_new_session=True,
             )
 
     def wait_ready(self) -> float:
@@ -312,8 +330,10 @@ def bench_moves(runtimes: dict, urls: dict[str, str], repo, sets: dict, moves: i
         runtime.stop()
     out: dict = {"moves": moves, "clients": 4}
     for engine, runtime in runtimes.items():
+        if api.resolve(repo, "macaron@production") != sets["good"]:  # each starts from good
+            api.promote(repo, sets["good"], "production", by=ME)
         runtime.follow()
-        settle(runtime, api.resolve(repo, "macaron@production"))
+        settle(runtime, sets["good"])
         steady = Steady(urls[engine], 4)
         switched, answered = [], []
         try:
@@ -355,6 +375,35 @@ def bench_moves(runtimes: dict, urls: dict[str, str], repo, sets: dict, moves: i
             "answers": len(steady.answers),
         }
     return out
+
+
+def bench_plugin_follow(url: str, repo, ids: dict, moves: int) -> dict:
+    """vLLM alone, a client asking for `chat@production` one request after another: seconds
+    from each promote or rollback of chat@production returning to the first answer named
+    `chat@<new commit>` (the plugin follows the channel, retires the name, resolves it anew)."""
+    import httpx
+
+    from mint import api
+
+    body = {"model": "chat@production", "prompt": "user: hello\nassistant:", "max_tokens": 1}
+    took: list[float] = []
+    with httpx.Client(base_url=url, timeout=120) as http:
+        http.post("/v1/completions", json=body).raise_for_status()  # resolved and followed
+        for i in range(moves):
+            if i % 2 == 0:
+                api.promote(repo, ids["chat2"], "production", by=ME)
+                new = ids["chat2"]
+            else:
+                api.rollback(repo, "chat@production", by=ME, reason="bench")
+                new = ids["chat"]
+            t0 = time.perf_counter()
+            while time.perf_counter() < t0 + 120:
+                got = http.post("/v1/completions", json=body)
+                if got.status_code == 200 and got.json()["model"] == f"chat@{new}":
+                    break
+            took.append(time.perf_counter() - t0)
+            print(f"  chat@production move {i + 1}/{moves}: {_ms(took[-1])}", flush=True)
+    return {"moves": moves, "answer_s": spread(took)}
 
 
 def settle(runtime, commit: str, timeout: float = 120.0) -> None:
@@ -438,6 +487,8 @@ def measure(args) -> dict:
             )
             print("promote/rollback to the first answer from the new set:", flush=True)
             moves = bench_moves(runtimes, urls, repo, sets, args.moves)
+            print("vLLM alone, model=chat@production, to the first answer from the new commit:")
+            moves["plugin"] = bench_plugin_follow(server.url, repo, sets, args.moves - 1)
         finally:
             for thread in threads:
                 thread.stop()
@@ -451,6 +502,7 @@ def measure(args) -> dict:
         "open_s": opened,
         "torch_threads": args.threads,
         "load_before": load_before,
+        "load_after": os.getloadavg(),
         "throughput": throughput,
         "moves": moves,
     }
@@ -523,6 +575,11 @@ def report(results: dict) -> str:
             _ms(mv["first_move_s"]),
         ],
         [
+            "vLLM alone: move of chat@production -> first answer as chat@<new commit>",
+            "-",
+            _mmm(m["plugin"]["answer_s"], _ms),
+        ],
+        [
             "answers / failed requests during the moves",
             f"{me['answers']} / {me['failed']}",
             f"{mv['answers']} / {mv['failed']}",
@@ -533,13 +590,15 @@ def report(results: dict) -> str:
         f"{m['clients']} steady clients, one engine at a time, poll 0.5 s (min / median / max)"
     )
     out.append(c.table(title, ["figure", "embedded", "vLLM"], rows))
-    load = ", ".join(f"{x:.2f}" for x in results["load_before"])
+    before, after = (
+        ", ".join(f"{x:.2f}" for x in results[k]) for k in ("load_before", "load_after")
+    )
     out.append(
         f"(demo built in {results['build_s']:.0f} s; "
         f"vLLM ready in {results['vllm_ready_s']:.0f} s; "
         f"set opened: embedded {results['open_s']['embedded']:.1f} s, vLLM "
         f"{results['open_s']['vllm']:.1f} s; torch threads here {results['torch_threads']};"
-        f" load average before the run {load})"
+        f" load average before the run {before}, after it {after})"
     )
     return "\n\n".join(out)
 
@@ -572,7 +631,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--reps", type=int, default=3, help="repetitions of each engine's load")
+    p.add_argument("--reps", type=int, default=5, help="repetitions of each engine's load")
     p.add_argument("--requests", type=int, default=64, help="turns per repetition and engine")
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--moves", type=int, default=7, help="promotes and rollbacks, in turn")
