@@ -8,6 +8,7 @@ Where vLLM is not installed, one line says what to install.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -62,13 +64,18 @@ class VllmServer:
         return lines[-1] if lines else "(empty log)"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
+        """SIGTERM to its process group (vLLM's engine core is a child), SIGKILL if it
+        lingers."""
+        if self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+            self.process.wait()
 
 
 def start_server(repo, rev: str, base_dir: str | None) -> VllmServer:
@@ -81,38 +88,55 @@ def start_server(repo, rev: str, base_dir: str | None) -> VllmServer:
     from mint.runtime.service import base_dir_for
 
     spec = api.set_spec(repo, rev)
-    folder = base_dir_for(repo, spec, base_dir)
-    rank = max(
-        int(f.config.get("r") or 8) for f in (spec.router, spec.summary, *spec.experts.values())
-    )
-    port = _free_port()
-    # PYTHONSAFEPATH and a folder of its own: a mint checkout in the working folder would
-    # otherwise hide the installed package from the plugin (`python -m` puts it on sys.path)
-    env = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="true", PYTHONSAFEPATH="1")
+    members = (spec.router, spec.summary, *spec.experts.values())
+    rank = max(int(f.config.get("r") or 8) for f in members)
     if getattr(repo, "is_remote", False):
-        env["MINT_REPO"] = repo.url
-        if repo.token:
-            env["MINT_TOKEN"] = repo.token
+        env = {"MINT_REPO": repo.url, **({"MINT_TOKEN": repo.token} if repo.token else {})}
     else:
-        env["MINT_REPO"] = str(repo.root)
+        env = {"MINT_REPO": str(repo.root)}
+    return launch(base_dir_for(repo, spec, base_dir), env=env, rank=rank)
+
+
+def launch(
+    base_dir: str | Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    rank: int = 8,
+    args: Sequence[str] = (),
+    python: str | Path = sys.executable,
+    folder: str | Path | None = None,
+    timeout: float = STARTUP,
+) -> VllmServer:
+    """`PYTHON -m vllm.entrypoints.openai.api_server` serving BASE_DIR as `base` with LoRA on
+    (ranks up to RANK) on a free port of 127.0.0.1, ENV added to this process's environment
+    (MINT_REPO, MINT_TOKEN: the token never on the command line) and ARGS to its options.
+    It runs in FOLDER (its log there too; default a new temporary folder) with
+    PYTHONSAFEPATH: a mint checkout in the working folder would otherwise hide the installed
+    package from the plugin (`python -m` puts that folder on sys.path). Returns once GET
+    /health answers; raises EngineFailed with the log's last line if it exits or times out."""
+    folder = Path(folder or tempfile.mkdtemp(prefix="mint-vllm-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
     command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", folder, "--served-model-name", "base",
+        str(python), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(base_dir), "--served-model-name", "base",
         "--host", "127.0.0.1", "--port", str(port),
-        "--enable-lora", "--max-lora-rank", str(_rank_bucket(rank)), "--max-loras", "8",
+        "--enable-lora", "--max-lora-rank", str(_rank_bucket(rank)), "--max-loras", "8", *args,
     ]  # fmt: skip
-    log = Path(tempfile.mkstemp(prefix="mint-vllm-", suffix=".log")[1])
+    full_env = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="true", PYTHONSAFEPATH="1")
+    full_env.update(env or {})
+    log = folder / f"vllm-{port}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
             command,
-            env=env,
-            cwd=tempfile.gettempdir(),
+            env=full_env,
+            cwd=folder,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     server = VllmServer(process, f"http://127.0.0.1:{port}", log)
-    server.wait_ready()
+    server.wait_ready(timeout)
     return server
 
 

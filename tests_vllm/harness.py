@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from support import free_port
 from support.serving import Served, _start
 
 DEFAULT_PYTHON = Path.home() / ".cache" / "mint" / "vllm-venv" / "bin" / "python"
@@ -50,34 +47,25 @@ class VllmServer:
             return httpx.get(self.url + "/health", timeout=5).status_code == 200
         return False
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM to the server's process group (vLLM's engine core is a child), then
-        SIGKILL if it lingers."""
-        if self.process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+    def stop(self) -> None:
+        """Its process group stopped, as mint stops a server it started."""
+        from mint.runtime import vllm_server
+
+        vllm_server.VllmServer(self.process, self.url, self.log).stop()
 
 
 def start_vllm(python: Path, base_dir: Path, folder: Path, env: dict[str, str]) -> VllmServer:
-    """vLLM serving BASE_DIR as `base` with LoRA on, float32, on a free port; ENV (MINT_REPO,
-    MINT_TOKEN...) is added to this process's. Returns once GET /health answers 200; raises
-    with the server's log when it exits or does not answer in time."""
+    """vLLM serving BASE_DIR as `base` with LoRA on, float32, on a free port, started by
+    mint's own launcher (`mint.runtime.vllm_server.launch`, in FOLDER, outside the checkout);
+    ENV (MINT_REPO, MINT_TOKEN...) is added to this process's. Returns once GET /health
+    answers 200; raises with the server's log when it exits or does not answer in time."""
+    from mint.runtime.vllm_server import EngineFailed, launch
+
     folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log = folder / f"vllm-{port}.log"
     cache = folder / "adapters"
     full_env = {
-        **os.environ,
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "0-1"),
-        "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true",
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",
@@ -88,47 +76,15 @@ def start_vllm(python: Path, base_dir: Path, folder: Path, env: dict[str, str]) 
         "MINT_VLLM_CACHE": str(cache),
         **env,
     }
-    argv = [
-        str(python),
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(base_dir),
-        "--served-model-name",
-        "base",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--enable-lora",
-        "--max-lora-rank",
-        "8",
-        "--max-loras",
-        "8",
-        "--dtype",
-        "float32",
-        "--max-model-len",
-        "256",
-    ]
-    with open(log, "wb") as out:
-        # run outside the checkout: `python -m` puts the working folder first on sys.path, where
-        # the source folder `mint` would hide the installed package (mint.store lies in store/)
-        process = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=full_env,
-            cwd=folder,
-            start_new_session=True,
+    args = ("--dtype", "float32", "--max-model-len", "256")
+    try:
+        server = launch(
+            base_dir, env=full_env, args=args, python=python, folder=folder, timeout=START_TIMEOUT
         )
-    server = VllmServer(f"http://127.0.0.1:{port}", process, log, cache)
-    deadline = time.monotonic() + START_TIMEOUT
-    while not server.healthy():
-        if process.poll() is not None or time.monotonic() > deadline:
-            server.stop()
-            raise RuntimeError(f"the vLLM server did not start:\n{server.output()}")
-        time.sleep(0.5)
-    return server
+    except EngineFailed:
+        logs = "".join(p.read_text(errors="replace")[-4000:] for p in folder.glob("vllm-*.log"))
+        raise RuntimeError(f"the vLLM server did not start:\n{logs}") from None
+    return VllmServer(server.url, server.process, server.log, cache)
 
 
 def start_front(world, folder: Path, *args: str, rev: str = "macaron@production") -> Served:
