@@ -190,14 +190,18 @@ def client_requests(clients: int, turns: int, seed: int = 0) -> list[list[dict]]
     ]
 
 
-def load(url: str, requests: list[list[dict]]) -> tuple[float, list[float], int]:
+def load(url: str, requests: list[list[dict]]) -> tuple[float, list[float], int, dict]:
     """Every client sends its requests one after the other, all clients at once.
 
-    Returns (seconds for all, latency of each turn, failed requests)."""
+    Returns (seconds for all, latency of each turn, failed requests, turns per route; the
+    turns whose router could not answer, and that got the default, under "fallback")."""
+    import collections
+
     import httpx
 
     latencies: list[float] = []
     failed = [0]
+    routes: collections.Counter = collections.Counter()
     start = threading.Barrier(len(requests) + 1)
 
     def client(bodies: list[dict]) -> None:
@@ -206,11 +210,15 @@ def load(url: str, requests: list[list[dict]]) -> tuple[float, list[float], int]
             for body in bodies:
                 t0 = time.perf_counter()
                 try:
-                    ok = http.post("/v1/chat/completions", json=body).status_code == 200
+                    response = http.post("/v1/chat/completions", json=body)
+                    ok = response.status_code == 200
                 except httpx.HTTPError:
                     ok = False
                 latencies.append(time.perf_counter() - t0)
                 failed[0] += not ok
+                if ok:
+                    got = response.json()["mint"]
+                    routes["fallback" if got["route_fallback"] else got["route"]] += 1
 
     threads = [threading.Thread(target=client, args=(bodies,)) for bodies in requests]
     for thread in threads:
@@ -219,7 +227,7 @@ def load(url: str, requests: list[list[dict]]) -> tuple[float, list[float], int]
     t0 = time.perf_counter()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - t0, latencies, failed[0]
+    return time.perf_counter() - t0, latencies, failed[0], dict(routes)
 
 
 class Steady:
@@ -284,13 +292,16 @@ def bench_throughput(
     p50s: dict[str, list[float]] = {e: [] for e in urls}
     p95s: dict[str, list[float]] = {e: [] for e in urls}
     failed = dict.fromkeys(urls, 0)
+    routes: dict[str, dict[str, int]] = {e: {} for e in urls}
     idle: list[float] = []
     for rep in range(reps):
         order = list(urls) if rep % 2 == 0 else list(reversed(urls))
         for engine in order:
             time.sleep(SETTLE)
             cpu = group_cpu_seconds(vllm_pgid)
-            seconds, latencies, bad = load(urls[engine], bodies)
+            seconds, latencies, bad, got = load(urls[engine], bodies)
+            for route, count in got.items():
+                routes[engine][route] = routes[engine].get(route, 0) + count
             if engine == "embedded":
                 idle.append((group_cpu_seconds(vllm_pgid) - cpu) / seconds)
             rates[engine].append(clients * turns / seconds)
@@ -315,6 +326,7 @@ def bench_throughput(
             "p50_s": spread(p50s[engine]),
             "p95_s": spread(p95s[engine]),
             "failed": failed[engine],
+            "routes": routes[engine],
         }
     return out
 
@@ -512,6 +524,11 @@ def _ms(seconds: float) -> str:
     return c.fmt_num(seconds * 1000, " ms")
 
 
+def _routes(counts: dict) -> str:
+    names = ("chat", "agent", "coding", "ui")
+    return "/".join(str(counts.get(n, 0)) for n in names) + f", {counts.get('fallback', 0)}"
+
+
 def _mmm(d: dict, fmt) -> str:
     return f"{fmt(d['min'])} / {fmt(d['median'])} / {fmt(d['max'])}"
 
@@ -545,6 +562,12 @@ def report(results: dict) -> str:
             f"{vll['p95_s']['median'] / emb['p95_s']['median']:.2f}x",
         ],
         ["failed requests", str(emb["failed"]), str(vll["failed"]), "-"],
+        [
+            "turns routed to chat/agent/coding/ui, fallback",
+            _routes(emb["routes"]),
+            _routes(vll["routes"]),
+            "-",
+        ],
         [
             "CPU cores the idle vLLM server used meanwhile",
             f"{t['vllm_idle_cores']:.2f}",
