@@ -21,7 +21,8 @@ Figures, measured in one run on the same repository, set and clients:
 The base is the vLLM-compatible demo (hidden 128, two heads of 64); vLLM runs float32 with
 --max-model-len 256 on the CPU, its threads bound to cores 0-1, as `make test-vllm` runs it.
 Traces are off on both sides (the figure compares engines, not the trace store). Both front
-ends run in this process (`ServerThread`), the vLLM server in its own process group; the
+ends run in this process (`ServerThread`), the vLLM server in its own process group
+(`mint.runtime.vllm_server.launch`, as `mint serve --engine vllm` starts one); the
 embedded engine runs torch on one thread (--threads), which on a shared two-core machine is
 much faster than two. Each measured load waits 2 s first, since vLLM keeps a core busy for
 about a second after a burst; the table shows how much CPU the idle vLLM server still used
@@ -38,11 +39,9 @@ not installed" when there is none.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -95,72 +94,25 @@ def build_repository(root: Path):
 # --- the vLLM server --------------------------------------------------------------------------
 
 
-class VllmProcess:
-    """`python -m vllm.entrypoints.openai.api_server` on the base, with mint's plugin over the
-    repository at REPO_ROOT; stopped by its process group."""
+def start_vllm(base_dir: Path, repo_root: Path, folder: Path):
+    """`mint.runtime.vllm_server.launch` (what `mint serve --engine vllm` starts) on the base,
+    with mint's plugin over the repository at REPO_ROOT, as `make test-vllm` runs it: float32,
+    --max-model-len 256, its threads on cores 0-1. Returns (server, seconds until ready)."""
+    from mint.runtime.vllm_server import launch
 
-    def __init__(self, base_dir: Path, repo_root: Path, folder: Path, port: int | None = None):
-        from support import free_port
-
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = folder / f"vllm-{self.port}.log"
-        env = {
-            **os.environ,
-            "VLLM_CPU_KVCACHE_SPACE": "1",
-            "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "0-1"),
-            "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-            "HF_HUB_OFFLINE": "1",
-            "MINT_REPO": str(repo_root),
-            "MINT_VLLM_CACHE": str(folder / "adapters"),
-        }
-        argv = [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(base_dir), "--served-model-name", "base",
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--enable-lora", "--max-lora-rank", "8", "--max-loras", "8",
-            "--dtype", "float32", "--max-model-len", "256",
-        ]  # fmt: skip
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=folder,  # not the checkout, whose `mint/` would hide the installed mint
-                start_new_session=True,
-            )
-
-    def wait_ready(self) -> float:
-        """Seconds until GET /health answered 200 (from the process's start)."""
-        import httpx
-
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < VLLM_START:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"vLLM exited:\n{self.tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return time.perf_counter() - t0
-            time.sleep(0.25)
-        raise RuntimeError(f"vLLM was not ready within {VLLM_START:.0f} s:\n{self.tail()}")
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
-
-    def stop(self) -> None:
-        if self.process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+    env = {
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "0-1"),
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "MINT_REPO": str(repo_root),
+        "MINT_VLLM_CACHE": str(folder / "adapters"),
+    }
+    args = ["--dtype", "float32", "--max-model-len", "256"]
+    t0 = time.perf_counter()
+    server = launch(base_dir, env=env, args=args, folder=folder, timeout=VLLM_START)
+    return server, time.perf_counter() - t0
 
 
 # --- clients ----------------------------------------------------------------------------------
@@ -472,11 +424,10 @@ def measure(args) -> dict:
         built = time.perf_counter() - t0
         print(f"demo trained and committed in {built:.0f} s", flush=True)
         torch.set_num_threads(args.threads)
-        server = VllmProcess(files.base, repo.root, root)
+        server, started = start_vllm(files.base, repo.root, root / "vllm")
         runtimes: dict = {}
         threads: list[ServerThread] = []
         try:
-            started = server.wait_ready()
             print(f"vLLM ready in {started:.0f} s at {server.url}", flush=True)
             t1 = time.perf_counter()
             runtimes["embedded"] = open_runtime(
