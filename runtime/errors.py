@@ -50,3 +50,7 @@ class EmptyConversation(MintError, ValueError):
 
 class TurnCancelled(MintError, RuntimeError):
     """The caller of a turn cancelled it before it finished (a client went away)."""
+
+
+class EngineUnavailable(MintError, ConnectionError):
+    """The vLLM server that runs the forward passes cannot be reached or refused a request."""

@@ -46,7 +46,7 @@ from mint.runtime.chunks import (
     error_event,
     stream_events,
 )
-from mint.runtime.errors import EmptyConversation, NotServing, UnknownModel
+from mint.runtime.errors import EmptyConversation, EngineUnavailable, NotServing, UnknownModel
 from mint.runtime.isolation import UnusableTurn
 from mint.runtime.pipeline import TurnResult
 from mint.runtime.requests import (  # noqa: F401 - parse_json and the rest, as before
@@ -70,6 +70,7 @@ REFUSALS: dict[type[Exception], tuple[int, str, str, str | None]] = {
     EmptyConversation: (400, "empty_messages", "invalid_request_error", "messages"),
     UnusableTurn: (400, "invalid_text", "invalid_request_error", "messages"),
     NotServing: (503, "not_serving", "server_error", None),
+    EngineUnavailable: (503, "engine_unavailable", "server_error", None),
     TraceNotFound: (404, "trace_not_found", "invalid_request_error", "id"),
     InvalidFeedback: (400, "invalid_feedback", "invalid_request_error", None),
     DatabaseUnavailable: (503, "database_unavailable", "server_error", None),

@@ -222,6 +222,7 @@ def route_eval(
         result = evaluate_routes(engine, records)
     finally:
         engine.close()
+        getattr(engine.base, "close", lambda: None)()  # a vLLM base: its connections
     if not contract:
         return result
     evaluation = api.record_evaluation(

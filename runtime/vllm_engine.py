@@ -24,21 +24,18 @@ from pathlib import Path
 import httpx
 
 from mint.bases import fingerprint_path
-from mint.errors import BaseFolderMismatch, InvalidConfig, RegistryUnreachable
+from mint.errors import BaseFolderMismatch, InvalidConfig
 from mint.objects import AdapterFiles, SetSpec
 from mint.runtime import prompts
 from mint.runtime.decoding import Generation, GenRow, TextStream, finish_row
 from mint.runtime.engine import Engine, check_spec
+from mint.runtime.errors import EngineUnavailable
 from mint.runtime.router import RouteDecision
 
 log = logging.getLogger("mint.runtime")
 
 TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 MAX_INFLIGHT = 64  # requests one front end has open to its vLLM server at once
-
-
-class EngineUnavailable(RegistryUnreachable):
-    """The vLLM server cannot be reached or refused a request."""
 
 
 def vllm_name(files: AdapterFiles) -> str:

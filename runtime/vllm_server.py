@@ -106,17 +106,19 @@ def launch(
     python: str | Path = sys.executable,
     folder: str | Path | None = None,
     timeout: float = STARTUP,
+    port: int | None = None,
 ) -> VllmServer:
     """`PYTHON -m vllm.entrypoints.openai.api_server` serving BASE_DIR as `base` with LoRA on
-    (ranks up to RANK) on a free port of 127.0.0.1, ENV added to this process's environment
-    (MINT_REPO, MINT_TOKEN: the token never on the command line) and ARGS to its options.
+    (ranks up to RANK) on PORT (default: a free one) of 127.0.0.1, ENV added to this
+    process's environment (MINT_REPO, MINT_TOKEN: the token never on the command line) and
+    ARGS to its options.
     It runs in FOLDER (its log there too; default a new temporary folder) with
     PYTHONSAFEPATH: a mint checkout in the working folder would otherwise hide the installed
     package from the plugin (`python -m` puts that folder on sys.path). Returns once GET
     /health answers; raises EngineFailed with the log's last line if it exits or times out."""
     folder = Path(folder or tempfile.mkdtemp(prefix="mint-vllm-"))
     folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = port or _free_port()
     command = [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(base_dir), "--served-model-name", "base",

@@ -54,7 +54,9 @@ class VllmServer:
         vllm_server.VllmServer(self.process, self.url, self.log).stop()
 
 
-def start_vllm(python: Path, base_dir: Path, folder: Path, env: dict[str, str]) -> VllmServer:
+def start_vllm(
+    python: Path, base_dir: Path, folder: Path, env: dict[str, str], port: int | None = None
+) -> VllmServer:
     """vLLM serving BASE_DIR as `base` with LoRA on, float32, on a free port, started by
     mint's own launcher (`mint.runtime.vllm_server.launch`, in FOLDER, outside the checkout);
     ENV (MINT_REPO, MINT_TOKEN...) is added to this process's. Returns once GET /health
@@ -79,7 +81,13 @@ def start_vllm(python: Path, base_dir: Path, folder: Path, env: dict[str, str]) 
     args = ("--dtype", "float32", "--max-model-len", "256")
     try:
         server = launch(
-            base_dir, env=full_env, args=args, python=python, folder=folder, timeout=START_TIMEOUT
+            base_dir,
+            env=full_env,
+            args=args,
+            python=python,
+            folder=folder,
+            timeout=START_TIMEOUT,
+            port=port,
         )
     except EngineFailed:
         logs = "".join(p.read_text(errors="replace")[-4000:] for p in folder.glob("vllm-*.log"))
