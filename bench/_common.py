@@ -13,6 +13,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -182,3 +183,43 @@ def temp_repo(db: str, prefix: str):
                 repo.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def chat_load(url: str, requests: list[list[dict]]) -> tuple[float, list[float], int, dict]:
+    """Every client sends its requests one after the other, all clients at once.
+
+    Returns (seconds for all, latency of each turn, failed requests, turns per route; the
+    turns whose router could not answer, and that got the default, under "fallback")."""
+    import collections
+
+    import httpx
+
+    latencies: list[float] = []
+    failed = [0]
+    routes: collections.Counter = collections.Counter()
+    start = threading.Barrier(len(requests) + 1)
+
+    def client(bodies: list[dict]) -> None:
+        with httpx.Client(base_url=url, timeout=300) as http:
+            start.wait()
+            for body in bodies:
+                t0 = time.perf_counter()
+                try:
+                    response = http.post("/v1/chat/completions", json=body)
+                    ok = response.status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                latencies.append(time.perf_counter() - t0)
+                failed[0] += not ok
+                if ok:
+                    got = response.json()["mint"]
+                    routes["fallback" if got["route_fallback"] else got["route"]] += 1
+
+    threads = [threading.Thread(target=client, args=(bodies,)) for bodies in requests]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - t0, latencies, failed[0], dict(routes)

@@ -20,8 +20,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -54,32 +52,9 @@ def client_requests(clients: int, turns: int) -> list[list[dict]]:
 
 
 def _load(url: str, requests: list[list[dict]]) -> tuple[float, list[float], int]:
-    """Every client sends its requests one after the other, all clients at once.
-
-    Returns (seconds for all, latency of each turn, failed requests)."""
-    import httpx
-
-    latencies: list[float] = []
-    failed = [0]
-    start = threading.Barrier(len(requests) + 1)
-
-    def client(bodies: list[dict]) -> None:
-        with httpx.Client(base_url=url, timeout=300) as http:
-            start.wait()
-            for body in bodies:
-                t0 = time.perf_counter()
-                response = http.post("/v1/chat/completions", json=body)
-                latencies.append(time.perf_counter() - t0)
-                failed[0] += response.status_code != 200
-
-    threads = [threading.Thread(target=client, args=(bodies,)) for bodies in requests]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - t0, latencies, failed[0]
+    """Every client sends its requests one after the other, all clients at once (seconds for
+    all, latency of each turn, failed requests)."""
+    return c.chat_load(url, requests)[:3]
 
 
 def _serve_and_load(demo, spec, policy, requests) -> tuple[float, list[float], int, float]:

@@ -142,46 +142,6 @@ def client_requests(clients: int, turns: int, seed: int = 0) -> list[list[dict]]
     ]
 
 
-def load(url: str, requests: list[list[dict]]) -> tuple[float, list[float], int, dict]:
-    """Every client sends its requests one after the other, all clients at once.
-
-    Returns (seconds for all, latency of each turn, failed requests, turns per route; the
-    turns whose router could not answer, and that got the default, under "fallback")."""
-    import collections
-
-    import httpx
-
-    latencies: list[float] = []
-    failed = [0]
-    routes: collections.Counter = collections.Counter()
-    start = threading.Barrier(len(requests) + 1)
-
-    def client(bodies: list[dict]) -> None:
-        with httpx.Client(base_url=url, timeout=300) as http:
-            start.wait()
-            for body in bodies:
-                t0 = time.perf_counter()
-                try:
-                    response = http.post("/v1/chat/completions", json=body)
-                    ok = response.status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                latencies.append(time.perf_counter() - t0)
-                failed[0] += not ok
-                if ok:
-                    got = response.json()["mint"]
-                    routes["fallback" if got["route_fallback"] else got["route"]] += 1
-
-    threads = [threading.Thread(target=client, args=(bodies,)) for bodies in requests]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - t0, latencies, failed[0], dict(routes)
-
-
 class Steady:
     """CLIENTS clients asking URL one turn after another until stopped; keeps when each answer
     arrived and which set version gave it."""
@@ -239,7 +199,7 @@ def bench_throughput(
     turns = max(1, requests // clients)
     bodies = client_requests(clients, turns)
     for url in urls.values():  # warm-up, not counted: one turn per client
-        load(url, [row[:1] for row in bodies])
+        c.chat_load(url, [row[:1] for row in bodies])
     rates: dict[str, list[float]] = {e: [] for e in urls}
     p50s: dict[str, list[float]] = {e: [] for e in urls}
     p95s: dict[str, list[float]] = {e: [] for e in urls}
@@ -251,7 +211,7 @@ def bench_throughput(
         for engine in order:
             time.sleep(SETTLE)
             cpu = group_cpu_seconds(vllm_pgid)
-            seconds, latencies, bad, got = load(urls[engine], bodies)
+            seconds, latencies, bad, got = c.chat_load(urls[engine], bodies)
             for route, count in got.items():
                 routes[engine][route] = routes[engine].get(route, 0) + count
             if engine == "embedded":
