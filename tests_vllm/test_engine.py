@@ -9,11 +9,9 @@ rollback under load switch the set answering without a failed request.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import httpx
 import pytest
@@ -25,6 +23,7 @@ from mint.runtime import prompts
 from mint.runtime.pipeline import DEFAULT_MAX_NEW_TOKENS
 
 from support import wait_until
+from support.serving import Load
 
 N_ANSWERS = 50  # prompts answered by both engines
 MOST_DIFFERENT = 2  # of them, how many may part (each at a near tie)
@@ -136,80 +135,46 @@ def test_route_accuracy_through_vllm_equals_route_eval(world, front, tmp_path):
     )
 
 
-@dataclass
-class Clients:
-    """CLIENTS threads asking one front end (routed, 2 tokens) until stopped: each answer as
-    (started, the set that answered), each failure with its reason."""
-
-    url: str
-    answers: list[tuple[float, str]] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-
-    def start(self) -> Clients:
-        for i in range(CLIENTS):
-            thread = threading.Thread(target=self._send, args=(i,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def _send(self, i: int) -> None:
-        texts = [
-            "fix the python bug",
-            "make the button blue",
-            "hello how are you",
-            "book a flight",
-        ]
-        body = {"model": "macaron", "max_tokens": 2}
-        body["messages"] = [{"role": "user", "content": texts[i % len(texts)]}]
-        with httpx.Client(base_url=self.url, timeout=120) as client:
-            while not self._stop.is_set():
-                started = time.monotonic()
-                try:
-                    r = client.post("/v1/chat/completions", json=body)
-                except httpx.HTTPError as exc:
-                    self.failures.append(f"{type(exc).__name__}: {exc}")
-                    continue
-                if r.status_code != 200:
-                    self.failures.append(f"{r.status_code} {r.text[:300]}")
-                    continue
-                self.answers.append((started, r.json()["mint"]["set"]))
-
-    def answered(self, set_id: str, since: float) -> bool:
-        """Whether a request started after SINCE was answered by SET_ID."""
-        return any(s == set_id and t > since for t, s in list(self.answers))
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(180)
+# routed requests, one per expert's kind of text, 2 tokens each
+ROUTED = [
+    {"model": "macaron", "max_tokens": 2, "messages": [{"role": "user", "content": text}]}
+    for text in (
+        "fix the python bug",
+        "make the button blue",
+        "hello how are you",
+        "book a flight",
+    )
+]
 
 
 def test_a_promote_and_a_rollback_under_load_switch_the_set_with_no_failure(world, front):
     good, degraded = world.sets["good"], world.sets["degraded"]
     remote = world.remote()
-    clients = Clients(front.url).start()
+    clients = Load([front.url], CLIENTS, ROUTED).start()
+
+    def answered(set_id: str, since: float) -> bool:
+        return clients.first_answer(front.url, set_id, since) is not None
+
     try:
-        wait_until(lambda: clients.answered(good, 0), "no answer from the set served")
+        wait_until(lambda: answered(good, 0), "no answer from the set served")
         promoted = time.monotonic()
         api.promote(remote, degraded, "production", by="ann")
         wait_until(
-            lambda: clients.answered(degraded, promoted),
+            lambda: answered(degraded, promoted),
             "the promoted set never answered",
             SWITCH_TIMEOUT,
         )
         rolled_back = time.monotonic()
         api.rollback(remote, "macaron@production", by="ann")
         wait_until(
-            lambda: clients.answered(good, rolled_back),
+            lambda: answered(good, rolled_back),
             "the set rolled back to never answered",
             SWITCH_TIMEOUT,
         )
     finally:
         clients.stop()
     assert clients.failures == []
-    assert {s for _, s in clients.answers} == {good, degraded}
+    assert {s for _, _, s in clients.answers} == {good, degraded}
 
 
 def test_an_adapter_line_serves_alone_on_vllm_as_on_the_embedded_engine(world, vllm, tmp_path):

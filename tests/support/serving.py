@@ -110,11 +110,13 @@ def raw_chat(client: httpx.Client, text: str, **extra) -> httpx.Response:
 
 @dataclass
 class Load:
-    """Clients sending chat requests (BODY) to every server until stopped; each answer is kept
-    as (server, time it came back, the set that answered), each failure with its reason."""
+    """Clients sending chat requests to every server until stopped (client i of a server sends
+    BODIES[i % len(BODIES)], BODY by default); each answer is kept as (server, time it came
+    back, the set that answered), each failure with its reason."""
 
     urls: list[str]
     clients_per_server: int = 1
+    bodies: list[dict] = field(default_factory=lambda: [BODY])
     answers: list[tuple[str, float, str]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -122,17 +124,18 @@ class Load:
 
     def start(self) -> Load:
         for url in self.urls:
-            for _ in range(self.clients_per_server):
-                thread = threading.Thread(target=self._send, args=(url,), daemon=True)
+            for i in range(self.clients_per_server):
+                body = self.bodies[i % len(self.bodies)]
+                thread = threading.Thread(target=self._send, args=(url, body), daemon=True)
                 thread.start()
                 self._threads.append(thread)
         return self
 
-    def _send(self, url: str) -> None:
+    def _send(self, url: str, body: dict) -> None:
         with httpx.Client(base_url=url, timeout=120) as client:
             while not self._stop.is_set():
                 try:
-                    r = client.post("/v1/chat/completions", json=BODY)
+                    r = client.post("/v1/chat/completions", json=body)
                 except httpx.HTTPError as exc:
                     self.failures.append(f"{url}: {type(exc).__name__}: {exc}")
                     continue
