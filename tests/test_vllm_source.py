@@ -146,8 +146,8 @@ def test_a_token_that_may_not_read_the_line_gets_nothing(repo, models, chat, tmp
 def test_without_vllm_the_engine_says_what_to_install(mint, chat):
     import importlib.util
 
-    if importlib.util.find_spec("vllm") is not None:
-        pytest.skip("vLLM is installed in this environment")  # make test's has none
+    # make test's environment never has vLLM (it lives in its own, for make test-vllm)
+    assert importlib.util.find_spec("vllm") is None, "vLLM is installed in make test's .venv"
     result = mint("serve", "chat@production", "--engine", "vllm", "--port", "0")
     line = one_line_error(result, "pip install 'mint[vllm]'")
     assert "--engine-url" in line
