@@ -106,6 +106,12 @@ def iso(value: dt.datetime | None) -> str | None:
     return as_utc(value).isoformat() if value else None
 
 
+def vllm_name(line: str, commit: str) -> str:
+    """The name an adapter version is served by on vLLM: LINE@<full commit id>, named by its
+    content (mint's plugin resolves it; `mint serve --engine vllm` asks for it)."""
+    return f"{line}@{commit}"
+
+
 def is_url(value: object) -> bool:
     """Whether VALUE names a registry (http:// or https://) rather than a folder: the one
     place that tells them apart."""

@@ -25,6 +25,7 @@ import httpx
 
 from mint.bases import fingerprint_path
 from mint.errors import BaseFolderMismatch, InvalidConfig
+from mint.ids import vllm_name
 from mint.objects import AdapterFiles, SetSpec
 from mint.runtime import prompts
 from mint.runtime.decoding import Generation, GenRow, TextStream, finish_row
@@ -38,11 +39,11 @@ TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 MAX_INFLIGHT = 64  # requests one front end has open to its vLLM server at once
 
 
-def vllm_name(files: AdapterFiles) -> str:
-    """What vLLM loads an adapter version as (mint's plugin resolves it): LINE@<commit>."""
+def member_name(files: AdapterFiles) -> str:
+    """What vLLM is asked for to run a member (mint's plugin resolves it): LINE@<commit>."""
     if not files.line:
         raise InvalidConfig(f"adapter {files.commit_id[:12]} has no line: vLLM cannot name it")
-    return f"{files.line}@{files.commit_id}"
+    return vllm_name(files.line, files.commit_id)
 
 
 class VllmBase:
@@ -132,9 +133,9 @@ class VllmEngine(Engine):
 
     def __init__(self, base: VllmBase, spec: SetSpec, label_ids: list[list[int]]):
         super().__init__(base, spec, label_ids)
-        self.router = vllm_name(spec.router)
-        self.summarizer = vllm_name(spec.summary)
-        self.experts = {label: vllm_name(f) for label, f in spec.experts.items()}
+        self.router = member_name(spec.router)
+        self.summarizer = member_name(spec.summary)
+        self.experts = {label: member_name(f) for label, f in spec.experts.items()}
 
     def route_many(self, conversations: Sequence[Sequence[dict]]) -> list[RouteDecision]:
         """A label for each conversation: the router's constrained choice among the labels,

@@ -26,7 +26,7 @@ from mint import api
 from mint.bases import fingerprint_path
 from mint.commits.adapter import safe_relpath
 from mint.errors import BaseMismatch, InvalidName, InvalidObject, WrongKind
-from mint.ids import Kind, is_url
+from mint.ids import Kind, is_url, vllm_name
 from mint.objects import CommitDetail
 from mint.store.base import is_blob_id, sha256_file
 
@@ -37,11 +37,6 @@ def split_name(name: str) -> tuple[str, str] | None:
     if not at or not line or not rev:
         return None
     return line, rev
-
-
-def vllm_name(line: str, commit: str) -> str:
-    """The name vLLM loads an adapter version by: its line and full commit id."""
-    return f"{line}@{commit}"
 
 
 @dataclass(frozen=True)

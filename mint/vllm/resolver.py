@@ -35,8 +35,9 @@ from vllm.lora.request import LoRARequest
 from vllm.lora.resolver import LoRAResolver, LoRAResolverRegistry
 
 from mint.errors import MintError, Unauthenticated
+from mint.ids import vllm_name
 from mint.store.errors import StoreError
-from mint.vllm.adapters import AdapterSource, split_name, vllm_name
+from mint.vllm.adapters import AdapterSource, split_name
 from mint.vllm.follow import Follower
 
 log = logging.getLogger("vllm.plugins.mint")  # under vLLM's own log handlers
