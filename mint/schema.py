@@ -115,6 +115,19 @@ refs = sa.Table(
     sa.Index("ix_refs_kind_line_name_target", "kind", "line", "name", "target"),
 )
 
+# Remote-tracking refs: the channels and tags a remote had at the last fetch or clone, kept
+# read-only as REMOTE/NAME (git's refs/remotes). Every fetch of a line replaces its rows.
+remote_refs = sa.Table(
+    "remote_refs",
+    metadata,
+    sa.Column("remote", sa.String(100), primary_key=True),
+    sa.Column("line", sa.String(100), primary_key=True),
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # tag | channel
+    sa.Column("target", HEX, sa.ForeignKey("commits.id"), nullable=False, index=True),
+    sa.Column("updated_at", TS, nullable=False),
+)
+
 # Append-only: every move of a tag or channel. Rows are never updated or deleted.
 ref_history = sa.Table(
     "ref_history",
