@@ -333,3 +333,28 @@ canaries = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     sa.Index("ix_canaries_line_channel_stopped_at", "line", "channel", "stopped_at"),
 )
+
+# Signing (issue 23). The public keys this repository trusts, each under a name; a private
+# key never enters the repository. `fingerprint` is the sha256 of the key's PEM
+# (SubjectPublicKeyInfo), the hint model_signing writes into a bundle.
+signing_keys = sa.Table(
+    "signing_keys",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("fingerprint", HEX, nullable=False, unique=True),
+    sa.Column("public_pem", sa.Text, nullable=False),
+    sa.Column("added_at", TS, nullable=False),
+    sa.Column("added_by", sa.String(200), nullable=False),
+)
+
+# A commit's signatures: OpenSSF model-signing bundles (Sigstore bundle JSON), kept whole, each
+# named by the sha256 of its bytes. A commit may carry several; the commit's id hashes none.
+commit_signatures = sa.Table(
+    "commit_signatures",
+    metadata,
+    sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), primary_key=True),
+    sa.Column("sha256", HEX, primary_key=True),
+    sa.Column("bundle", sa.Text, nullable=False),
+    sa.Column("key_hint", HEX, nullable=True),  # the bundle's public key hint, as it says
+    sa.Column("added_at", TS, nullable=False),
+)
