@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NewType, Protocol, runtime_checkable
@@ -148,8 +148,14 @@ class ObjectStore(Protocol):
         """Remove one temp file named by `stale_temps`; nothing happens if it is gone."""
 
 
-def copy_out(store: ObjectStore, blob_id: str, dest: str | os.PathLike) -> int:
-    """Write a blob's bytes to a new file at DEST, hashing them on the way.
+def copy_out(
+    store: ObjectStore,
+    blob_id: str,
+    dest: str | os.PathLike,
+    advance: Callable[[int], object] | None = None,
+) -> int:
+    """Write a blob's bytes to a new file at DEST, hashing them on the way; ADVANCE, if
+    given, is called with each chunk's length (a progress bar).
 
     DEST must not exist (FileExistsError). If the bytes do not hash to BLOB_ID, DEST is
     removed and BlobCorrupt is raised. Returns the number of bytes written."""
@@ -162,6 +168,8 @@ def copy_out(store: ObjectStore, blob_id: str, dest: str | os.PathLike) -> int:
                     digest.update(chunk)
                     dst.write(chunk)
                     size += len(chunk)
+                    if advance is not None:
+                        advance(len(chunk))
                 if digest.hexdigest() != blob_id:
                     raise BlobCorrupt(blob_id, digest.hexdigest())
             except BaseException:

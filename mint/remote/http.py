@@ -109,9 +109,12 @@ class Client:
         r = self._send("POST", "/blobs/pack", content=chunks(), headers=headers)
         return r.json()["blobs"]
 
-    def download(self, blob_id: str, dest: str | os.PathLike) -> int:
-        """Write blob BLOB_ID to the new file DEST, hashing it on the way; a blob whose bytes
-        do not hash to its id leaves no file and raises BlobCorrupt. Returns its size."""
+    def download(
+        self, blob_id: str, dest: str | os.PathLike, advance: Callable | None = None
+    ) -> int:
+        """Write blob BLOB_ID to the new file DEST, hashing it on the way, calling ADVANCE with
+        each chunk's length; a blob whose bytes do not hash to its id leaves no file and raises
+        BlobCorrupt. Returns its size."""
         digest, size = hashlib.sha256(), 0
         with self._stream(f"/blobs/{blob_id}") as r, open(dest, "xb") as out:
             try:
@@ -119,6 +122,8 @@ class Client:
                     digest.update(chunk)
                     out.write(chunk)
                     size += len(chunk)
+                    if advance:
+                        advance(len(chunk))
                 if digest.hexdigest() != blob_id:
                     raise e.BlobCorrupt(blob_id, digest.hexdigest())
             except BaseException:
