@@ -40,14 +40,16 @@ class Progress:
     """
 
     draws = False  # whether it draws bars on a terminal (a library may then draw its own)
+    # the counts start here, so that a subclass need not call __init__
+    on_bytes: Callable[[int, int], object] | None = None
+    items = 0  # blobs or files
+    bytes = 0  # moved so far
+    total = 0  # to move, as far as the phases begun so far know
+    seconds = 0.0  # spent in phases
+    _since: float | None = None
 
     def __init__(self, on_bytes: Callable[[int, int], object] | None = None):
         self.on_bytes = on_bytes
-        self.items = 0  # blobs or files
-        self.bytes = 0  # moved so far
-        self.total = 0  # to move, as far as the phases begun so far know
-        self.seconds = 0.0  # spent in phases
-        self._since: float | None = None
 
     def start(self, total_bytes: int, items: int) -> None:
         """A phase begins: TOTAL_BYTES more, in ITEMS blobs or files, to move."""

@@ -87,8 +87,11 @@ class Backend(Protocol):
         """(the adapter hashed, its blobs staged): a local store copies while it hashes."""
 
     def stage_bytes(self, datas: list[bytes]) -> Staged: ...
-    def write_files(self, items: list[tuple[str, str | bytes]], dest: Path) -> tuple[int, int]:
-        """Each (relative path, blob id or bytes) written under DEST, every blob verified."""
+    def write_files(
+        self, items: list[tuple[str, str | bytes]], dest: Path, advance=None
+    ) -> tuple[int, int]:
+        """Each (relative path, blob id or bytes) written under DEST, every blob verified;
+        ADVANCE, if given, is called with the length of each chunk written."""
 
     def local_blobs(self, sizes: dict[str, int]) -> ObjectStore:
         """A store on this machine that holds every blob of SIZES (id -> size), verified."""

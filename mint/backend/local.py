@@ -140,10 +140,10 @@ class LocalBackend:
     def stage_bytes(self, datas: list[bytes]):
         return _Bytes(self.repo.store, datas)
 
-    def write_files(self, items, dest: Path) -> tuple[int, int]:
+    def write_files(self, items, dest: Path, advance=None) -> tuple[int, int]:
         from mint.commits.files import write_files
 
-        return write_files(self.repo.store, items, dest)
+        return write_files(self.repo.store, items, dest, advance)
 
     def local_blobs(self, sizes: dict[str, int]):
         return self.repo.store

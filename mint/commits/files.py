@@ -12,20 +12,30 @@ from mint.store import ObjectStore, copy_out
 
 
 def write_files(
-    store: ObjectStore, items: list[tuple[str, str | bytes]], dest: Path
+    store: ObjectStore,
+    items: list[tuple[str, str | bytes]],
+    dest: Path,
+    advance: Callable[[int], object] | None = None,
 ) -> tuple[int, int]:
-    """Write each (relative path, blob id or literal bytes) under DEST, a new or empty folder.
+    """Write each (relative path, blob id or literal bytes) under DEST, a new or empty folder,
+    calling ADVANCE with the length of each chunk written (a progress bar).
 
     A blob whose bytes do not hash to its id stops the write (BlobCorrupt), and whatever was
     written is removed. Returns (files, bytes)."""
-    return write_tree(items, dest, lambda blob, target: copy_out(store, blob, target))
+    return write_tree(
+        items, dest, lambda blob, target: copy_out(store, blob, target, advance), advance
+    )
 
 
 def write_tree(
-    items: list[tuple[str, str | bytes]], dest: Path, write_blob: Callable[[str, Path], object]
+    items: list[tuple[str, str | bytes]],
+    dest: Path,
+    write_blob: Callable[[str, Path], object],
+    advance: Callable[[int], object] | None = None,
 ) -> tuple[int, int]:
     """`write_files` with WRITE_BLOB(blob id, new file) doing the (verified) copy of a blob:
-    from a local store, or downloaded from a registry."""
+    from a local store, or downloaded from a registry. It reports its own bytes; ADVANCE is
+    called here for the literal ones."""
     plan = [(safe_relpath(p), src) for p, src in items]
     created = not dest.exists()
     total = 0
@@ -36,6 +46,8 @@ def write_tree(
             target.parent.mkdir(parents=True, exist_ok=True)
             if isinstance(src, bytes):
                 target.write_bytes(src)
+                if advance:
+                    advance(len(src))
             else:
                 write_blob(src, target)
             total += target.stat().st_size

@@ -87,10 +87,10 @@ class RemoteBackend:
     def stage_bytes(self, datas: list[bytes]):
         return _Upload(self.client, {}, datas)
 
-    def write_files(self, items, dest: Path) -> tuple[int, int]:
+    def write_files(self, items, dest: Path, advance=None) -> tuple[int, int]:
         from mint.remote.blobs import download_files
 
-        return download_files(self.client, items, dest)
+        return download_files(self.client, items, dest, advance)
 
     def local_blobs(self, sizes: dict[str, int]):
         """The local blob cache, holding every blob of SIZES (those it lacked are downloaded

@@ -5,31 +5,17 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from mint.commits.files import write_tree
+from mint.progress import Progress
 from mint.remote.http import Client
 
 MISSING_BATCH = 10_000  # the most ids POST /blobs/missing takes at once
 PACK_BYTES = 1 << 30  # blob bytes one pack request carries (a bigger blob goes alone)
 PACK_BLOBS = 10_000  # blobs one pack carries (the registry's bound)
-
-
-class Progress:
-    """What a long transfer reports as it goes; the CLI draws a bar on a terminal."""
-
-    def start(self, total_bytes: int, blobs: int) -> None:
-        pass
-
-    def advance(self, nbytes: int) -> None:
-        pass
-
-    def blob_done(self, blob_id: str) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
 
 
 @dataclass(frozen=True)
@@ -69,12 +55,9 @@ def upload(
     todo = [b for b in dict.fromkeys(absent) if b in sources]
     progress = progress or Progress()
     total = sum(sources[b][1] for b in todo)
-    progress.start(total, len(todo))
-    try:
+    with progress.phase(total, len(todo)):
         for pack in _packs([(b, *sources[b]) for b in todo]):
             client.post_pack(pack, advance=progress.advance, done=progress.blob_done)
-    finally:
-        progress.finish()
     return Sent(len(todo), total)
 
 
@@ -92,21 +75,27 @@ def _packs(blobs: list[tuple[str, Path, int]]) -> list[list[tuple[str, Path, int
 
 
 def download_files(
-    client: Client, items: list[tuple[str, str | bytes]], dest: Path
+    client: Client,
+    items: list[tuple[str, str | bytes]],
+    dest: Path,
+    advance: Callable[[int], object] | None = None,
 ) -> tuple[int, int]:
     """Write each (relative path, blob id or literal bytes) under DEST, a new or empty folder,
     the way a local checkout does (`mint.commits.files.write_tree`), each blob downloaded and
-    verified on arrival; a blob used twice comes down once. Returns (files, bytes)."""
+    verified on arrival; a blob used twice comes down once. ADVANCE is called with the length
+    of each chunk written. Returns (files, bytes)."""
     fetched: dict[str, Path] = {}
 
     def write_blob(blob_id: str, target: Path) -> None:
         if blob_id in fetched:
             shutil.copyfile(fetched[blob_id], target)
+            if advance:
+                advance(target.stat().st_size)
         else:
-            client.download(blob_id, target)
+            client.download(blob_id, target, advance)
             fetched[blob_id] = target
 
-    return write_tree(items, dest, write_blob)
+    return write_tree(items, dest, write_blob, advance)
 
 
 def fetch_into_store(
@@ -116,18 +105,15 @@ def fetch_into_store(
     put it in STORE, where it is durable before any metadata refers to it."""
     todo = sorted(b for b in sizes if not store.has(b))
     progress = progress or Progress()
-    progress.start(sum(sizes[b] for b in todo), len(todo))
     total = 0
-    try:
-        with tempfile.TemporaryDirectory(prefix="fetch-", dir=tmp_dir) as tmp:
-            for blob_id in todo:
-                part = Path(tmp) / blob_id
-                size = client.download(blob_id, part)
-                store.put(part, blob_id=blob_id)
-                part.unlink()
-                total += size
-                progress.advance(size)
-                progress.blob_done(blob_id)
-    finally:
-        progress.finish()
+    with (
+        progress.phase(sum(sizes[b] for b in todo), len(todo)),
+        tempfile.TemporaryDirectory(prefix="fetch-", dir=tmp_dir) as tmp,
+    ):
+        for blob_id in todo:
+            part = Path(tmp) / blob_id
+            total += client.download(blob_id, part, progress.advance)
+            store.put(part, blob_id=blob_id)
+            part.unlink()
+            progress.blob_done(blob_id)
     return Sent(len(todo), total)
