@@ -11,7 +11,15 @@ def install(app: FastAPI) -> None:
     """Add the pages (kept out of `/openapi.json`) and the JSON routes they need beyond the
     API's own: `GET /api/v1/approvals`, `GET /api/v1/channel`, and `GET /api/v1/datasets/{id}`
     unless the application has it already."""
-    from mint.registry.web import actions, approvals, channel_api, datasets, pages
+    from mint.registry.web import (
+        actions,
+        approvals,
+        channel_api,
+        datasets,
+        evaluations,
+        pages,
+        tokens_page,
+    )
 
     app.include_router(approvals.router)
     app.include_router(channel_api.router)
@@ -19,3 +27,5 @@ def install(app: FastAPI) -> None:
         app.include_router(datasets.router)
     app.include_router(pages.router)
     app.include_router(actions.router)
+    app.include_router(evaluations.router)
+    app.include_router(tokens_page.router)
