@@ -11,6 +11,7 @@ import contextlib
 import glob
 import importlib
 import re
+import time
 from pathlib import Path
 
 from mint.commits.adapter import safe_relpath
@@ -24,18 +25,24 @@ from mint.errors import (
     UnsafePath,
 )
 from mint.hf.settings import SCHEME, HubSettings, is_safe_revision
+from mint.progress import Progress
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _PLAIN_NAME = re.compile(r"^[^/\\\x00-\x1f\x7f]+$")  # one path component: no separator
 
 
 class HubClient:
-    """One hub repo: resolve revisions, list and download files into the HF cache."""
+    """One hub repo: resolve revisions, list and download files into the HF cache.
 
-    def __init__(self, repo_id: str, settings: HubSettings):
+    The files downloaded, and their bytes, are counted in PROGRESS (default: shown nowhere);
+    huggingface_hub draws its own bars when PROGRESS draws (on a terminal) or
+    `settings.progress` asks for them, and none otherwise."""
+
+    def __init__(self, repo_id: str, settings: HubSettings, progress: Progress | None = None):
         from huggingface_hub import HfApi
 
         self.repo_id, self.settings = repo_id, settings
+        self.progress = progress or Progress()
         self.where = f"{SCHEME}{repo_id}"
         self.api = HfApi(endpoint=settings.endpoint, token=settings.token, library_name="mint")
 
@@ -102,13 +109,32 @@ class HubClient:
             return self.api.model_info(self.repo_id, revision=sha).last_modified
 
     def download(self, sha: str, rev: str, paths: list[str]) -> Path:
-        """Fetch exactly PATHS (checked names) of SHA into the HF cache; returns the snapshot."""
+        """Fetch exactly PATHS (checked names) of SHA into the HF cache; returns the snapshot.
+        Those that were not in the cache yet are counted in the client's progress."""
+        new = [p for p in paths if not self._cached(sha, p)]
+        began = time.monotonic()
+        bars = self.progress.draws or self.settings.progress
+        snapshot = self._snapshot(sha, rev, paths, bars)
+        nbytes = sum(self.cached_file(snapshot, p).stat().st_size for p in new)
+        self.progress.moved(nbytes, len(new), time.monotonic() - began)
+        return snapshot
+
+    def _cached(self, sha: str, path: str) -> bool:
+        """Whether PATH of commit SHA is in the HF cache already."""
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(
+            self.repo_id, safe_relpath(path), cache_dir=self.settings.cache_dir, revision=sha
+        )
+        return isinstance(found, str)
+
+    def _snapshot(self, sha: str, rev: str, paths: list[str], bars: bool) -> Path:
         from huggingface_hub import ResolvedRevision, snapshot_download
         from huggingface_hub import errors as he
 
         patterns = [glob.escape(safe_relpath(p)) for p in paths]  # names, not globs
         _guard_cache_names()
-        with self.errors(rev), _progress_bars(self.settings.progress):
+        with self.errors(rev), _progress_bars(bars):
             try:
                 return Path(
                     snapshot_download(
