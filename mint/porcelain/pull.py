@@ -43,6 +43,7 @@ from mint.hf.settings import SCHEME, HubSettings, mint_tag_name, parse_uri
 from mint.ids import CommitId, Kind
 from mint.porcelain.commit import commit as commit_adapter
 from mint.porcelain.commit import set_commit
+from mint.progress import Progress
 from mint.refs.revisions import check_name
 from mint.sets.mol import MOL, parse_mol
 
@@ -95,6 +96,7 @@ def pull(
     all_tags: bool = False,
     settings: HubSettings | None = None,
     by: str,
+    progress: Progress | None = None,
 ) -> PullResult:
     """Pull hf://ORG/REPO[@REV] (or every tag, oldest first) into REPO as commits on LINE.
 
@@ -106,6 +108,7 @@ def pull(
         all_tags: pull every hub tag, oldest first, each tagged with its hub name.
         settings: where the hub is (default: HubSettings.from_env(), read now).
         by: who pulls (recorded as the author of the commits and tags).
+        progress: counts the files downloaded and their bytes (default: shown nowhere).
     """
     settings = settings or HubSettings.from_env()
     ref = parse_uri(uri)
@@ -117,7 +120,7 @@ def pull(
     line = _line(line, ref.repo_id)
     if tag:
         check_name("tag", tag)
-    hub = HubClient(ref.repo_id, settings)
+    hub = HubClient(ref.repo_id, settings, progress)
     if all_tags:
         targets = _tag_targets(hub)
     else:
