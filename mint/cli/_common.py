@@ -1,5 +1,5 @@
 """What every command shares, defined once: the repository (a folder, or a registry URL),
-`--json`, who is acting."""
+`--json`, `--quiet` and the progress of a transfer, who is acting."""
 
 from __future__ import annotations
 
@@ -7,10 +7,32 @@ import functools
 import getpass
 import os
 import subprocess
+import sys
 
 import click
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+quiet_option = click.option(
+    "-q", "--quiet", is_flag=True, help="Show no progress on stderr (also: MINT_NO_PROGRESS=1)."
+)
+
+
+def transfer_progress(op: str, quiet: bool, as_json: bool):
+    """How the transfer OP (a key of `mint.progress.DONE`) shows itself on stderr: a bar on a
+    terminal (one summary line instead with HF_HUB_DISABLE_PROGRESS_BARS=1, as
+    huggingface_hub reads it), one summary line when stderr is not a terminal (none with
+    --json: the document carries the counts), nothing with --quiet or MINT_NO_PROGRESS=1.
+
+    Use it as `with transfer_progress(...) as progress:` around the API call and the result's
+    rendering, calling `progress.close()` before rendering: the bar ends above the result, and
+    the summary line is written only when the command succeeds."""
+    from mint.progress import Bar, Progress, Summary, env_flag
+
+    if quiet or env_flag(os.environ.get("MINT_NO_PROGRESS")):
+        return Progress()
+    if sys.stderr.isatty() and not env_flag(os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")):
+        return Bar(op, sys.stderr)
+    return Progress() if as_json else Summary(op, sys.stderr)
 
 
 class Context:

@@ -9,7 +9,13 @@ import sys
 import click
 
 from mint import api
-from mint.cli._common import Context, current_user, json_option
+from mint.cli._common import (
+    Context,
+    current_user,
+    json_option,
+    quiet_option,
+    transfer_progress,
+)
 from mint.cli._output import echo, emit_json, short
 from mint.ids import is_url
 
@@ -30,32 +36,6 @@ def _registry(ctx: Context, name: str):
 
     url = remote_url(None if is_url(name) else _local(ctx, "a remote").mint_dir, name)
     return RemoteRepo(url, token_for(url, os.environ))
-
-
-class _Bar:
-    """A progress bar on stderr when it is a terminal; nothing otherwise."""
-
-    def __init__(self, label: str):
-        self.label, self.bar = label, None
-
-    def start(self, total_bytes: int, blobs: int) -> None:
-        if sys.stderr.isatty() and total_bytes:
-            self.bar = click.progressbar(
-                length=total_bytes, label=f"{self.label} {blobs} blobs", file=sys.stderr
-            )
-            self.bar.__enter__()
-
-    def advance(self, nbytes: int) -> None:
-        if self.bar is not None:
-            self.bar.update(nbytes)
-
-    def blob_done(self, blob_id: str) -> None:
-        pass
-
-    def finish(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
 
 
 # --- remotes ----------------------------------------------------------------------------
@@ -111,26 +91,30 @@ def remote_remove(ctx: Context, name: str, as_json: bool) -> None:
 @click.option("--tags", is_flag=True, help="Also push the tags of the pushed commits.")
 @click.option("--force", is_flag=True, help="Move a line that ours does not descend from.")
 @json_option
+@quiet_option
 @click.pass_obj
-def push(ctx: Context, remote_name, specs, tags, force, as_json) -> None:
+def push(ctx: Context, remote_name, specs, tags, force, as_json, quiet) -> None:
     """Send LINE (or LINE@REV) to REMOTE: the blobs and commits it lacks, then the head."""
 
     repo = _local(ctx, "push")
     target = _registry(ctx, remote_name)
-    try:
-        r = api.push(repo, target, list(specs), tags=tags, force=force, progress=_Bar("push"))
-    finally:
-        target.close()
-    if as_json:
-        emit_json(r)
-    else:
-        echo(f"push to {r.remote}: {r.commits} commits, {r.blobs} blobs ({r.bytes:,} bytes)")
-        for p in r.lines:
-            moved = f"{short(p.old)} -> {short(p.new)}" if p.moved else "up to date"
-            echo(f"  {p.line}: {moved}")
-        for t in r.tags:
-            echo(f"  tag {t}")
-    _refused(r.refused)
+    with transfer_progress("push", quiet, as_json) as progress:
+        try:
+            r = api.push(repo, target, list(specs), tags=tags, force=force, progress=progress)
+        finally:
+            target.close()
+        progress.close()
+        emit_json(r) if as_json else _pushed(r)
+        _refused(r.refused)
+
+
+def _pushed(r) -> None:
+    echo(f"push to {r.remote}: {r.commits} commits, {r.blobs} blobs ({r.bytes:,} bytes)")
+    for p in r.lines:
+        moved = f"{short(p.old)} -> {short(p.new)}" if p.moved else "up to date"
+        echo(f"  {p.line}: {moved}")
+    for t in r.tags:
+        echo(f"  tag {t}")
 
 
 def _refused(messages: list[str]) -> None:
@@ -144,18 +128,21 @@ def _refused(messages: list[str]) -> None:
 @click.argument("remote_name", metavar="REMOTE")
 @click.argument("lines", metavar="[LINE]...", nargs=-1)
 @json_option
+@quiet_option
 @click.pass_obj
-def fetch(ctx: Context, remote_name, lines, as_json) -> None:
+def fetch(ctx: Context, remote_name, lines, as_json, quiet) -> None:
     """Bring LINEs (default: all) from REMOTE with their tags and evaluations."""
 
     repo = _local(ctx, "fetch")
     source = _registry(ctx, remote_name)
-    try:
-        r = api.fetch(repo, source, list(lines) or None, by=current_user(), progress=_Bar("fetch"))
-    finally:
-        source.close()
-    emit_json(r) if as_json else _fetched(r)
-    _refused(r.conflicts)
+    with transfer_progress("fetch", quiet, as_json) as progress:
+        try:
+            r = api.fetch(repo, source, list(lines) or None, by=current_user(), progress=progress)
+        finally:
+            source.close()
+        progress.close()
+        emit_json(r) if as_json else _fetched(r)
+        _refused(r.conflicts)
 
 
 def _fetched(r) -> None:
@@ -180,25 +167,28 @@ def _fetched(r) -> None:
 @click.option("--line", "lines", multiple=True, metavar="LINE", help="Only this line (repeat).")
 @click.option("--db", "db_url", metavar="URL", help="Metadata database URL (default: SQLite).")
 @json_option
-def clone(url, directory, lines, db_url, as_json) -> None:
+@quiet_option
+def clone(url, directory, lines, db_url, as_json, quiet) -> None:
     """A new repository in DIRECTORY from the registry at URL (its remote "origin")."""
     from mint.remote.config import token_for
 
-    r = api.clone(
-        url,
-        directory,
-        token=token_for(url, os.environ),
-        lines=list(lines) or None,
-        by=current_user(),
-        db_url=db_url or os.environ.get("MINT_DB_URL") or None,
-        progress=_Bar("clone"),
-    )
-    if as_json:
-        emit_json(r)
-    else:
-        echo(f"cloned {r.url} into {r.path}")
-        _fetched(r.fetched)
-    _refused(r.fetched.conflicts)
+    with transfer_progress("clone", quiet, as_json) as progress:
+        r = api.clone(
+            url,
+            directory,
+            token=token_for(url, os.environ),
+            lines=list(lines) or None,
+            by=current_user(),
+            db_url=db_url or os.environ.get("MINT_DB_URL") or None,
+            progress=progress,
+        )
+        progress.close()
+        if as_json:
+            emit_json(r)
+        else:
+            echo(f"cloned {r.url} into {r.path}")
+            _fetched(r.fetched)
+        _refused(r.fetched.conflicts)
 
 
 @click.command()
