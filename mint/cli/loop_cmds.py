@@ -65,7 +65,21 @@ def _render(r) -> None:
 
 @click.command("improve")
 @click.argument("line", metavar="SET_LINE")
-@click.option("--contract", "contract_name", required=True, help="Evaluate candidates under it.")
+@click.option(
+    "--contract",
+    "contract_name",
+    required=True,
+    help="Evaluate candidates under it: a contract for staging (candidates are staged first) "
+    "or for the target channel itself (no staging step).",
+)
+@click.option(
+    "--to",
+    "target",
+    default="production",
+    show_default=True,
+    metavar="CHANNEL",
+    help="The channel the loop improves: canaries run against it.",
+)
 @click.option(
     "--line", "lines", multiple=True, metavar="LINE", help="Only try this member line's head."
 )
@@ -75,7 +89,7 @@ def _render(r) -> None:
     type=float,
     default=0.1,
     show_default=True,
-    help="The canary's share of production's requests.",
+    help="The canary's share of the target channel's requests.",
 )
 @click.option(
     "--min-traces",
@@ -103,6 +117,7 @@ def improve(
     repo,
     line,
     contract_name,
+    target,
     lines,
     fraction,
     min_traces,
@@ -113,9 +128,11 @@ def improve(
     as_json,
 ) -> None:
     """One round of the loop on SET_LINE: judge the live floor and an open canary, or evaluate
-    the candidates, stage the best and start its canary against production."""
+    the candidates, stage the best (with a staging contract) and start its canary against the
+    target channel (--to, production by default)."""
     evaluate = route_evaluator(eval_data, base_dir) if eval_data else None
-    kwargs = dict(contract=contract_name, lines=lines, canary=fraction, min_traces=min_traces)
+    kwargs = dict(contract=contract_name, to=target, lines=lines, canary=fraction)
+    kwargs |= dict(min_traces=min_traces)
     kwargs |= dict(evaluate=evaluate)
     try:
         _rounds(repo, line, kwargs, as_json, interval if watch else None)

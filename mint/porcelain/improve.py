@@ -1,6 +1,7 @@
 """The loop that learns from deployment: one idempotent round of a state machine per call.
 
-A round looks at SET_LINE's production channel and does the first of these that applies:
+A round looks at SET_LINE's target channel (`to`, production by default; "production" below)
+and does the first of these that applies:
 
 1. **Live floor.** When production's holder has `min_traces` scored traces since it took
    the channel and their mean is below the contract's `[live] min_score`, roll production
@@ -12,9 +13,12 @@ A round looks at SET_LINE's production channel and does the first of these that 
    and take staging back. Fewer traces: wait.
 3. **No canary.** List the candidates one step from production's holder, commit each new
    configuration (`set derive`), evaluate it under the contract, take the best that passes
-   the gate of the contract's channel ("staging"), promote it there and start a canary of
-   it against production, which takes production's gate as a promote would (if that
-   refuses, say for want of an approval, the candidate waits on staging for a later round).
+   the gate of the contract's channel, and start a canary of it against production, which
+   takes production's gate as a promote would (if that refuses, say for want of an
+   approval, the candidate waits for a later round). A contract for staging puts the
+   candidate on staging first; a contract for production itself skips that step (no
+   staging channel is needed): the candidate is gated by production's contract and its
+   canary runs straight against production. A contract for any other channel is refused.
 
 Every write is an ordinary mint action (derive, evaluation, promote, rollback, canary start
 and stop) done as `by` (on a registry, as the token's identity), with its numbers in the
@@ -47,8 +51,10 @@ from mint.ids import Action, CanaryOutcome, CommitId
 from mint.objects import Evaluation, LoopStep, Move, Round, VariantStats
 from mint.porcelain.commit import candidates, set_derive
 from mint.porcelain.evaluate import evaluate as run_evaluator
+from mint.refs.revisions import check_name
 
 PRODUCTION = "production"
+STAGING = "staging"
 DEFAULT_MIN_TRACES = 20
 LOOP_IDENTITY = "mint-loop"
 _PAGE = 50  # history rows read at a time while looking for production's latest move
@@ -61,26 +67,27 @@ Evaluate = Callable[..., Evaluation]
 class _Round:
     """What one round knows and has done."""
 
-    def __init__(self, repo, line, contract, lines, fraction, min_traces, evaluate, by):
+    def __init__(self, repo, line, contract, to, lines, fraction, min_traces, evaluate, by):
         self.repo, self.line, self.lines, self.by = repo, line, list(lines), by
         self.b: Backend = backend_of(repo)
+        self.target = check_name("channel", to)
         self.fraction, self.evaluate = check_fraction(fraction), evaluate
         self.contract = self.b.contract_show(contract)
         live = self.contract.live or {}
         self.min_score = live.get("min_score")
         self.max_drop = live.get("max_drop", 0.0)
         self.min_traces = min_traces or live.get("min_traces") or DEFAULT_MIN_TRACES
-        self.staging = self.contract.channel
-        if self.staging == PRODUCTION:
-            raise InvalidConfig(
-                f"contract {self.contract.name} guards {PRODUCTION}; the loop needs a contract "
-                "for the channel candidates reach first (staging)"
-            )
+        self.staging = _staging(self.contract, self.target)
         self.steps: list[LoopStep] = []
 
     @property
     def production(self) -> str:
-        return f"{self.line}@{PRODUCTION}"
+        return f"{self.line}@{self.target}"
+
+    @property
+    def gated_on(self) -> str:
+        """The channel whose gate a candidate passes first: staging, or the target itself."""
+        return self.staging or self.target
 
     def step(self, action, commit, channel, detail, entry=None, evaluation=None) -> None:
         self.steps.append(LoopStep(action, commit, channel, detail, entry, evaluation))
@@ -89,18 +96,32 @@ class _Round:
         return Round(self.line, self.contract.name, outcome, list(self.steps))
 
 
+def _staging(contract, target: str) -> str | None:
+    """STAGING when CONTRACT guards it; None when it guards TARGET (no staging step)."""
+    if contract.channel == target:
+        return None
+    if contract.channel == STAGING:
+        return STAGING
+    raise InvalidConfig(
+        f"contract {contract.name} guards channel {contract.channel}; the loop to {target} "
+        f"needs a contract for {STAGING} or for {target}"
+    )
+
+
 def improve(
     repo,
     line: str,
     *,
     contract: str,
+    to: str = PRODUCTION,
     lines: tuple[str, ...] | list[str] = (),
     canary: float = 0.1,
     min_traces: int | None = None,
     evaluate: Evaluate | None = None,
     by: str = LOOP_IDENTITY,
 ) -> Round:
-    """One round of the loop on set LINE under CONTRACT (see the module's docstring).
+    """One round of the loop on set LINE under CONTRACT towards channel TO (see the
+    module's docstring).
 
     LINES limits the member lines whose heads are tried; CANARY is the canary's share of
     production's requests; MIN_TRACES (default: the contract's `[live] min_traces`, else 20)
@@ -108,7 +129,8 @@ def improve(
     (default: the contract's evaluator on the set's checkout)."""
     if min_traces is not None and min_traces < 1:
         raise InvalidConfig(f"a variant needs 1 scored trace or more, not {min_traces}")
-    r = _Round(repo, line, contract, lines, canary, min_traces, evaluate or run_evaluator, by)
+    evaluate = evaluate or run_evaluator
+    r = _Round(repo, line, contract, to, lines, canary, min_traces, evaluate, by)
     holder = _holder(r)
     if _below_floor(r, holder):
         return r.done("rolled-back")
@@ -154,7 +176,7 @@ def _live(r: _Round, commit: str, since: str) -> VariantStats:
     at = dt.datetime.fromisoformat(since)
     served = [
         t
-        for variant in production_variants(PRODUCTION)
+        for variant in production_variants(r.target)
         for t in r.b.traces_ls(set_rev=commit, since=at, variant=variant, limit=None)
         if t.set_line == r.line
     ]
@@ -191,18 +213,18 @@ def _below_floor(r: _Round, holder: Move) -> bool:
     try:
         move = r.b.rollback(r.production, by=r.by, reason=f"{why}; rolled back by the loop")
     except NothingToRollBack as exc:
-        r.step("refuse", holder.to, PRODUCTION, f"{why}; cannot roll back: {exc}")
+        r.step("refuse", holder.to, r.target, f"{why}; cannot roll back: {exc}")
         return False
-    r.step("rollback", move.to, PRODUCTION, move.reason, entry=move.id)
+    r.step("rollback", move.to, r.target, move.reason, entry=move.id)
     if r.b.canary_of(r.production) is not None:
-        _stop(r, CanaryOutcome.STOPPED, "production was rolled back under its live floor")
-    _staging_back_from(r, holder.to, "it fell under production's live floor")
+        _stop(r, CanaryOutcome.STOPPED, f"{r.target} was rolled back under its live floor")
+    _staging_back_from(r, holder.to, f"it fell under {r.target}'s live floor")
     return True
 
 
 def _stop(r: _Round, outcome: CanaryOutcome, why: str) -> None:
     c = r.b.canary_stop(r.production, by=r.by, reason=why, outcome=outcome)
-    r.step("canary-stop", c.candidate, PRODUCTION, f"{outcome}: {why}", entry=_last_entry(r))
+    r.step("canary-stop", c.candidate, r.target, f"{outcome}: {why}", entry=_last_entry(r))
 
 
 def _last_entry(r: _Round) -> int | None:
@@ -213,6 +235,8 @@ def _last_entry(r: _Round) -> int | None:
 
 def _staging_back_from(r: _Round, failed: str, why: str) -> None:
     """Staging holds FAILED (the loop put it there): move it back to its previous holder."""
+    if r.staging is None:
+        return
     try:
         held = r.b.resolve(f"{r.line}@{r.staging}")
     except RevisionNotFound:
@@ -232,33 +256,33 @@ def _staging_back_from(r: _Round, failed: str, why: str) -> None:
 def _judge_canary(r: _Round, live, holder: Move) -> Round:
     canary = live.canary
     if canary.candidate == holder.to:  # promoted in an earlier round that stopped short
-        _stop(r, CanaryOutcome.PROMOTED, "its candidate holds production")
+        _stop(r, CanaryOutcome.PROMOTED, f"its candidate holds {r.target}")
         return r.done("promoted")
     prod, cand = live.production, live.candidate
     numbers = f"{_fmt(cand)}; {_fmt(prod)}"
     if prod.scored < r.min_traces or cand.scored < r.min_traces:
-        r.step("wait", canary.candidate, PRODUCTION, f"need {r.min_traces} scored each: {numbers}")
+        r.step("wait", canary.candidate, r.target, f"need {r.min_traces} scored each: {numbers}")
         return r.done("waiting")
     need = prod.mean - r.max_drop
     if cand.mean < need:
-        why = f"live: canary mean {cand.mean:.3f} < production {prod.mean:.3f} - max_drop "
+        why = f"live: canary mean {cand.mean:.3f} < {r.target} {prod.mean:.3f} - max_drop "
         why += f"{r.max_drop:g} ({numbers})"
         _stop(r, CanaryOutcome.STOPPED, why)
         _staging_back_from(r, canary.candidate, "its canary was stopped")
         return r.done("stopped")
-    why = f"live: canary mean {cand.mean:.3f} >= production {prod.mean:.3f} - max_drop "
+    why = f"live: canary mean {cand.mean:.3f} >= {r.target} {prod.mean:.3f} - max_drop "
     why += f"{r.max_drop:g} ({numbers}); promoted by the loop"
     try:
         move = r.b.promote(
-            canary.candidate, PRODUCTION, by=r.by, contract=r.contract.name, reason=why
+            canary.candidate, r.target, by=r.by, contract=r.contract.name, reason=why
         )
     except GateRefused as exc:
         failed = "; ".join(f"{c.check} {c.found} (needs {c.required})" for c in _failed(exc))
-        _stop(r, CanaryOutcome.STOPPED, f"production's gate refused it: {failed}")
-        _staging_back_from(r, canary.candidate, "production's gate refused it")
+        _stop(r, CanaryOutcome.STOPPED, f"{r.target}'s gate refused it: {failed}")
+        _staging_back_from(r, canary.candidate, f"{r.target}'s gate refused it")
         return r.done("stopped")
-    r.step("promote", move.to, PRODUCTION, why, entry=move.id, evaluation=_first(move))
-    _stop(r, CanaryOutcome.PROMOTED, f"promoted to production: {cand.mean:.3f} live")
+    r.step("promote", move.to, r.target, why, entry=move.id, evaluation=_first(move))
+    _stop(r, CanaryOutcome.PROMOTED, f"promoted to {r.target}: {cand.mean:.3f} live")
     return r.done("promoted")
 
 
@@ -282,7 +306,7 @@ def _try_candidates(r: _Round) -> Round:
         if cid in tried:
             continue
         ev = _evaluation(r, cid)
-        report = r.b.gate(cid, r.staging, r.contract.name)
+        report = r.b.gate(cid, r.gated_on, r.contract.name)
         if report.ok:
             passing.append((_score(r, ev), cid, ev, cand))
             continue
@@ -290,7 +314,7 @@ def _try_candidates(r: _Round) -> Round:
             f"{c.check} {c.found} (needs {c.required})" for c in report.checks if not c.ok
         )
         r.step(
-            "refuse", cid, r.staging, f"{cand.description}: gate refused: {failed}", None, ev.id
+            "refuse", cid, r.gated_on, f"{cand.description}: gate refused: {failed}", None, ev.id
         )
     if not passing:
         return r.done("refused" if r.steps else "idle")
@@ -350,8 +374,9 @@ def _metrics_text(ev: Evaluation) -> str:
 def _launch(r: _Round, cid: str, ev: Evaluation, cand, n: int) -> str:
     metrics = _metrics_text(ev)
     why = f"loop: best of {n} candidates ({cand.description}): {metrics} (evaluation {ev.id})"
-    move = r.b.promote(cid, r.staging, by=r.by, contract=r.contract.name, reason=why)
-    r.step("promote", cid, r.staging, why, entry=move.id, evaluation=ev.id)
+    if r.staging is not None:
+        move = r.b.promote(cid, r.staging, by=r.by, contract=r.contract.name, reason=why)
+        r.step("promote", cid, r.staging, why, entry=move.id, evaluation=ev.id)
     reason = f"loop: canary at {r.fraction:g} of {cid[:12]} ({metrics})"
     try:
         r.b.canary_start(r.production, cid, r.fraction, by=r.by, reason=reason)
@@ -359,7 +384,7 @@ def _launch(r: _Round, cid: str, ev: Evaluation, cand, n: int) -> str:
         # A canary takes production's gate (an approval, say): the candidate waits on staging,
         # and a later round tries again once the gate passes. The loop never forces it.
         failed = "; ".join(f"{c.check} {c.found} (needs {c.required})" for c in _failed(exc))
-        r.step("refuse", cid, PRODUCTION, f"production's gate refused a canary: {failed}")
+        r.step("refuse", cid, r.target, f"{r.target}'s gate refused a canary: {failed}")
         return "refused"
-    r.step("canary-start", cid, PRODUCTION, reason, entry=_last_entry(r), evaluation=ev.id)
+    r.step("canary-start", cid, r.target, reason, entry=_last_entry(r), evaluation=ev.id)
     return "canary-started"
