@@ -5,7 +5,14 @@ from __future__ import annotations
 import click
 
 from mint import api
-from mint.cli._common import current_user, json_option, parse_pairs, with_repo
+from mint.cli._common import (
+    current_user,
+    json_option,
+    parse_pairs,
+    quiet_option,
+    transfer_progress,
+    with_repo,
+)
 from mint.cli._output import echo, emit_json, safe, short, table
 
 
@@ -131,13 +138,16 @@ def diff(repo, rev_a, rev_b, as_json) -> None:
 @click.argument("rev")
 @click.argument("directory", type=click.Path())
 @json_option
+@quiet_option
 @with_repo
-def checkout(repo, rev, directory, as_json) -> None:
+def checkout(repo, rev, directory, as_json, quiet) -> None:
     """Write REV's files, byte for byte, into DIRECTORY (new or empty)."""
-    r = api.checkout(repo, rev, directory)
-    if as_json:
-        return emit_json(r)
-    echo(f"checked out {short(r.id)} into {r.path}: {r.files} files, {r.bytes:,} bytes")
+    with transfer_progress("checkout", quiet, as_json) as progress:
+        r = api.checkout(repo, rev, directory, progress=progress)
+        progress.close()
+        if as_json:
+            return emit_json(r)
+        echo(f"checked out {short(r.id)} into {r.path}: {r.files} files, {r.bytes:,} bytes")
 
 
 @click.command("ls")

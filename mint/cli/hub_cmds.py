@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from mint import api
-from mint.cli._common import current_user, json_option, with_repo
+from mint.cli._common import current_user, json_option, quiet_option, transfer_progress, with_repo
 from mint.cli._output import echo, emit_json, safe, short
 
 
@@ -27,26 +25,31 @@ from mint.cli._output import echo, emit_json, safe, short
     help="Pull every hub tag, oldest first, each tagged with its hub name.",
 )
 @json_option
+@quiet_option
 @with_repo
-def pull(repo, uri, line, base_name, tag, all_tags, as_json) -> None:
+def pull(repo, uri, line, base_name, tag, all_tags, as_json, quiet) -> None:
     """Pull an adapter or an adapter set from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN,
     HF_HUB_OFFLINE and the HF cache apply). REV is a branch, a tag or a commit sha
     (default: main)."""
     if all_tags and tag:
         raise click.UsageError("--all-tags tags each commit with its hub tag; drop --tag")
-    settings = api.HubSettings.from_env(progress=sys.stderr.isatty() and not as_json)
-    r = api.pull(
-        repo,
-        uri,
-        line=line,
-        base=base_name,
-        tag=tag,
-        all_tags=all_tags,
-        settings=settings,
-        by=current_user(),
-    )
-    if as_json:
-        return emit_json(r)
+    with transfer_progress("pull", quiet, as_json) as progress:
+        r = api.pull(
+            repo,
+            uri,
+            line=line,
+            base=base_name,
+            tag=tag,
+            all_tags=all_tags,
+            settings=api.HubSettings.from_env(),
+            by=current_user(),
+            progress=progress,
+        )
+        progress.close()
+        emit_json(r) if as_json else _rendered(r)
+
+
+def _rendered(r) -> None:
     if not r.pulled:
         return echo(f"{r.uri} has no tags: nothing to pull")
     for p in r.pulled:

@@ -9,7 +9,13 @@ import os
 import click
 
 from mint import api
-from mint.cli._common import current_user, json_option, with_repo
+from mint.cli._common import (
+    current_user,
+    json_option,
+    quiet_option,
+    transfer_progress,
+    with_repo,
+)
 from mint.cli._output import echo, emit_json, is_tty, short, table, warn
 
 
@@ -339,16 +345,19 @@ def route_eval(
     "--format", "fmt", type=click.Choice(["peft", "vllm"]), default="peft", show_default=True
 )
 @json_option
+@quiet_option
 @with_repo
-def export_cmd(repo, rev, directory, fmt, as_json) -> None:
+def export_cmd(repo, rev, directory, fmt, as_json, quiet) -> None:
     """Write REV as PEFT folders, or ready for vLLM (--format vllm)."""
-    r = api.export(repo, rev, fmt, directory)
-    if as_json:
-        return emit_json(r)
-    echo(
-        f"exported {short(r.id)} as {r.format} into {r.path}: {', '.join(r.adapters)}"
-        + (f"; {', '.join(r.files)}" if r.files else "")
-    )
+    with transfer_progress("export", quiet, as_json) as progress:
+        r = api.export(repo, rev, fmt, directory, progress=progress)
+        progress.close()
+        if as_json:
+            return emit_json(r)
+        echo(
+            f"exported {short(r.id)} as {r.format} into {r.path}: {', '.join(r.adapters)}"
+            + (f"; {', '.join(r.files)}" if r.files else "")
+        )
 
 
 def register(cli: click.Group) -> None:

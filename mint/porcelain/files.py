@@ -12,20 +12,36 @@ from mint.commits.adapter import CONFIG, WEIGHTS
 from mint.errors import DestinationNotEmpty, InvalidAdapter, InvalidConfig, WrongKind
 from mint.ids import CommitId, Kind
 from mint.objects import AdapterFiles, CheckoutResult, CommitDetail, SetSpec
+from mint.progress import Progress
 from mint.sets.layout import layout_items, member_folder
 from mint.sets.mol import PROTOCOL
 
 
-def checkout(repo, rev: str, dest: str | os.PathLike) -> CheckoutResult:
-    """Write REV's files, byte for byte, into DEST, which must be new or empty.
+def checkout(
+    repo, rev: str, dest: str | os.PathLike, progress: Progress | None = None
+) -> CheckoutResult:
+    """Write REV's files, byte for byte, into DEST, which must be new or empty; the bytes
+    written are reported to PROGRESS (default: counted, shown nowhere).
 
     A set checks out as mol.toml with commit ids, its prompts and a folder per member."""
     b = backend_of(repo)
     dest = empty_destination(dest)
     detail = b.show(rev)
-    items, _ = layout(b, detail)
-    files, size = b.write_files(items, dest)
+    items, members = layout(b, detail)
+    files, size = write_layout(b, items, [detail, *members], dest, progress)
     return CheckoutResult(CommitId(detail.id), str(dest), files, size)
+
+
+def write_layout(
+    b: Backend, items: list, details: list[CommitDetail], dest: Path, progress: Progress | None
+) -> tuple[int, int]:
+    """`Backend.write_files` of ITEMS (the files of DETAILS) as one phase of PROGRESS, its
+    total known before a byte is written. Returns (files, bytes)."""
+    progress = progress or Progress()
+    sizes = {f.sha256: f.size for d in details for f in d.files.values()}
+    total = sum(len(src) if isinstance(src, bytes) else sizes[src] for _, src in items)
+    with progress.phase(total, len(items)):
+        return b.write_files(items, dest, progress.advance)
 
 
 def empty_destination(dest: str | os.PathLike) -> Path:
@@ -42,8 +58,9 @@ def layout(b: Backend, detail: CommitDetail) -> tuple[list, list[CommitDetail]]:
     return layout_items(detail, [d.files for d in members]), members
 
 
-def export(repo, rev: str, fmt: str, dest: str | os.PathLike):
-    """Write REV as PEFT folders (a set: one per member, plus mol.toml and prompts).
+def export(repo, rev: str, fmt: str, dest: str | os.PathLike, progress: Progress | None = None):
+    """Write REV as PEFT folders (a set: one per member, plus mol.toml and prompts), the
+    bytes reported to PROGRESS as `checkout` does.
 
     `vllm` adds lora-modules.json for `--lora-modules`, router.json with the labels for
     structured `choice` decoding, and serve-vllm.sh with the command line."""
@@ -55,7 +72,7 @@ def export(repo, rev: str, fmt: str, dest: str | os.PathLike):
     dest = empty_destination(dest)
     detail = b.show(rev)
     items, members = layout(b, detail)
-    b.write_files(items, dest)
+    write_layout(b, items, [detail, *members], dest, progress)
     if detail.kind == Kind.SET:
         folders = [member_folder(m) for m in detail.members]
         adapters = {f: str((dest / f).resolve()) for f in folders}
