@@ -360,6 +360,14 @@ class InvalidForm(MintError, ValueError):
         self.why = why
 
 
+class InvalidQuery(MintError, ValueError):
+    """A search condition that is not one (`mint search`, GET /search)."""
+
+    def __init__(self, condition: str, why: str):
+        super().__init__(f"invalid search condition {condition!r}: {why}")
+        self.condition, self.why = condition, why
+
+
 class DatasetNotFound(MintError, LookupError):
     def __init__(self, dataset_id: str):
         super().__init__(f"no dataset {dataset_id!r}")
@@ -463,3 +471,38 @@ class PushRejected(RegistryError):
             f"push of {line} ({ours[:12]}) refused: the registry's {line} is at {got}; {why}", 409
         )
         self.line, self.ours, self.theirs, self.why = line, ours, theirs, why
+
+
+
+class SigningUnavailable(MintError, ImportError):
+    """Signing (mint.signing) needs model-signing; no signing error quotes a key's bytes."""
+
+
+class InvalidKey(MintError, ValueError):
+    def __init__(self, path: str, why: str):
+        super().__init__(f"cannot use the key {path}: {why}")
+        self.path, self.why = path, why
+
+
+class KeyExists(MintError, FileExistsError):
+    def __init__(self, name: str, why: str):
+        super().__init__(f"trusted key {name!r}: {why}")
+        self.name, self.why = name, why
+
+
+class KeyNotFound(MintError, LookupError):
+    def __init__(self, name: str):
+        super().__init__(f"no trusted key named {name!r}")
+        self.name = name
+
+
+class InvalidSignature(MintError, ValueError):
+    def __init__(self, path: str, why: str):
+        super().__init__(f"signature {path}: {why}")
+        self.path, self.why = path, why
+
+
+class NotVerified(MintError):
+    def __init__(self, rev: str, why: str):
+        super().__init__(f"{rev} is not verified: {why}")
+        self.rev, self.why = rev, why
