@@ -414,8 +414,9 @@ def test_uris_and_tag_names():
     assert parse_uri("hf://org/x@v1") == HubUri("org/x", "v1")
     assert parse_uri("hf://org/x") == HubUri("org/x", None)
     assert parse_uri("hf://org/x@refs/pr/1") == HubUri("org/x", "refs/pr/1")
+    assert parse_uri("hf://x@production") == HubUri("x", "production")  # a name alone, as gpt2
     revisions = ("@../../etc", "@v1/../../x", "@/abs", "@a\nb", "@a b", "@a\\b", "@x/")
-    bad_uris = ["org/x", "hf://x", "hf://org/x@", "hf://org/../x"]
+    bad_uris = ["org/x", "hf://a/b/c", "hf://org/x@", "hf://org/../x", "hf://..", "hf://"]
     for bad in bad_uris + ["hf://org/x" + r for r in revisions]:
         with pytest.raises(InvalidHubUri):
             parse_uri(bad)

@@ -75,7 +75,7 @@ def _hub_hints(e) -> dict:
     return {
         e.NotAHubAdapter: "mint pulls PEFT adapter repos and adapter sets (mol.toml)",
         e.PullLineConflict: "pull onto another line with --as LINE",
-        e.InvalidHubUri: "write hf://ORG/REPO or hf://ORG/REPO@REVISION",
+        e.InvalidHubUri: "write hf://[ORG/]REPO or hf://[ORG/]REPO@REVISION",
         e.HubUnreachable: "check HF_ENDPOINT and the network; with HF_HUB_OFFLINE=1 mint "
         "pulls revisions already in the HF cache",
         e.NeedsNetwork: "unset HF_HUB_OFFLINE to download it",

@@ -10,7 +10,7 @@ from mint.cli._output import echo, emit_json, safe, short
 
 
 @click.command()
-@click.argument("uri", metavar="hf://ORG/REPO[@REV]")
+@click.argument("uri", metavar="hf://[ORG/]REPO[@REV]")
 @click.option("--as", "line", metavar="LINE", help="The line to commit on (default: REPO's name).")
 @click.option(
     "--base",

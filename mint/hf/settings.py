@@ -19,7 +19,8 @@ from mint.refs import check_name
 SCHEME = "hf://"
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRUE = {"1", "ON", "YES", "TRUE"}
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# ORG/REPO, or REPO alone as the Hub allows ("gpt2") and a registry names a line ("chat")
+_REPO_ID = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*$")
 # what git allows in a ref name, less what could walk out of the cache's refs/ folder
 _REVISION = re.compile(r"^[^\x00-\x20\x7f~^:?*\[\\]+$")
 HIDDEN = "***"
@@ -112,7 +113,7 @@ class HubUri:
 
 
 def parse_uri(uri: str) -> HubUri:
-    """hf://ORG/REPO[@REV] (the scheme is required: a bare path could be a folder)."""
+    """hf://[ORG/]REPO[@REV] (the scheme is required: a bare path could be a folder)."""
     if not uri.startswith(SCHEME):
         raise InvalidHubUri(f"{uri!r} is not a hub address")
     repo_id, at, rev = uri[len(SCHEME) :].partition("@")

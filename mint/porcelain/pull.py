@@ -98,7 +98,7 @@ def pull(
     by: str,
     progress: Progress | None = None,
 ) -> PullResult:
-    """Pull hf://ORG/REPO[@REV] (or every tag, oldest first) into REPO as commits on LINE.
+    """Pull hf://[ORG/]REPO[@REV] (or every tag, oldest first) into REPO as commits on LINE.
 
     Args:
         line: the line to commit on (default: REPO's name). A set's adapters go on lines named
@@ -134,7 +134,7 @@ def _line(line: str | None, repo_id: str) -> str:
     """LINE as given, else the repo's name, which must make a valid line name."""
     if line is not None:
         return check_name("line", line)
-    name = repo_id.split("/")[1]
+    name = repo_id.rsplit("/", 1)[-1]
     try:
         return check_name("line", name)
     except InvalidName as exc:
