@@ -56,6 +56,8 @@ commits = sa.Table(
     sa.Column("source_sha", sa.String(64), nullable=True, index=True),  # hub commit it came from
     # The identity that pushed it to this registry (its author is kept as written).
     sa.Column("pushed_by", sa.String(200), nullable=True),
+    # `mint search --author A`, newest first.
+    sa.Index("ix_commits_author_created_at", "author", "created_at"),
 )
 
 commit_parents = sa.Table(
@@ -113,6 +115,8 @@ refs = sa.Table(
     sa.Column("entry", sa.Integer, nullable=True),
     # Every channel (status) in one index range, without reading the table or the tags.
     sa.Index("ix_refs_kind_line_name_target", "kind", "line", "name", "target"),
+    # `mint search --tag T`: the commits a tag of that name points to, on any line.
+    sa.Index("ix_refs_name_kind_target", "name", "kind", "target"),
 )
 
 # Remote-tracking refs: the channels and tags a remote had at the last fetch or clone, kept
@@ -357,4 +361,30 @@ commit_signatures = sa.Table(
     sa.Column("bundle", sa.Text, nullable=False),
     sa.Column("key_hint", HEX, nullable=True),  # the bundle's public key hint, as it says
     sa.Column("added_at", TS, nullable=False),
+)
+
+# --- search (mint.search) ---------------------------------------------------------
+
+# A commit's meta as rows, written with the commit (mint.commits.rows.insert_commit): one
+# index range finds the commits whose KEY is VALUE. A value is its text (a string) or its
+# JSON (anything else); one longer than META_VALUE_MAX is not searchable.
+commit_meta = sa.Table(
+    "commit_meta",
+    metadata,
+    sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), primary_key=True),
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("value", sa.String(500), nullable=False),
+    sa.Index("ix_commit_meta_key_value_commit_id", "key", "value", "commit_id"),
+)
+
+# Each evaluation's numeric metrics as rows, written with the evaluation: one index range
+# finds the commits with an evaluation whose NAME compares with a number.
+evaluation_metrics = sa.Table(
+    "evaluation_metrics",
+    metadata,
+    sa.Column("evaluation_id", sa.Integer, sa.ForeignKey("evaluations.id"), primary_key=True),
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), nullable=False),
+    sa.Column("value", sa.Float, nullable=False),
+    sa.Index("ix_evaluation_metrics_name_value_commit_id", "name", "value", "commit_id"),
 )

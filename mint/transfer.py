@@ -33,7 +33,7 @@ from mint.errors import (
     WrongKind,
 )
 from mint.gates.contracts import contract_row, receive_contract
-from mint.gates.evaluations import evaluation_values
+from mint.gates.evaluations import evaluation_values, insert_evaluation
 from mint.ids import Action, Kind, RefKind, iso, utcnow
 from mint.refs import RefsContainer, check_name
 from mint.refs.tags import tag_in
@@ -437,7 +437,7 @@ def _receive_evaluation(conn, wire: object, admission: Admission) -> None:
     )
     if conn.execute(same).first() is None:
         row = dict(commit_id=commit, contract_id=contract_id, at=at, **values)
-        conn.execute(s.evaluations.insert().values(pushed_by=admission.by, **row))
+        insert_evaluation(conn, pushed_by=admission.by, **row)
 
 
 # --- moving a line head -------------------------------------------------------------------

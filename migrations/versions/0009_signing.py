@@ -5,7 +5,7 @@
 (`commit_signatures`), which `mint verify` checks against the trusted keys (issue 23).
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-03
 
 """
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009"
-down_revision: str | Sequence[str] | None = "0007"
+down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -12,6 +12,7 @@ from mint import schema as s
 from mint.errors import RevisionNotFound
 from mint.ids import CommitId, Kind, RefKind, Role, iso, object_id, utcnow
 from mint.objects import CommitDetail, CommitInfo, FileEntry, Member, TensorEntry
+from mint.search import index_commit
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ def insert_commit(conn: Connection, c: NewCommit, created_at) -> CommitId:
     for table, values in children:
         if values:
             conn.execute(table.insert(), [{"commit_id": cid, **v} for v in values])
+    index_commit(conn, cid, c.meta)
     return cid
 
 
@@ -302,6 +304,7 @@ def delete_unreferenced(conn: Connection, cid: str) -> bool:
     """Remove commit CID's rows, unless anything but its own rows refers to it (a child, a
     set, a ref, an evaluation...). Only for taking back a commit that was just made."""
     own = {("commit_parents", "commit_id"), ("files", "commit_id"), ("tensors", "commit_id")}
+    own.add(("commit_meta", "commit_id"))
     uses = [
         fk.parent
         for table in s.metadata.sorted_tables
@@ -310,7 +313,7 @@ def delete_unreferenced(conn: Connection, cid: str) -> bool:
     ]
     if any(conn.execute(sa.select(sa.literal(1)).where(c == cid).limit(1)).first() for c in uses):
         return False
-    for table in (s.tensors, s.files, s.commit_parents):
+    for table in (s.tensors, s.files, s.commit_parents, s.commit_meta):
         conn.execute(table.delete().where(table.c.commit_id == cid))
     conn.execute(s.commits.delete().where(s.commits.c.id == cid))
     return True

@@ -14,6 +14,7 @@ from mint.objects import Evaluation
 from mint.received import json_value, shown
 from mint.refs import resolve
 from mint.repo import Repo
+from mint.search import index_evaluation
 
 MAX_BY = 200  # the column's width
 
@@ -36,10 +37,16 @@ def record(
         values = evaluation_values(
             row.body, metrics, source=source, evaluator=evaluator, data_hash=data_hash, by=by
         )
-        eid = conn.execute(
-            s.evaluations.insert().values(commit_id=cid, contract_id=row.id, at=utcnow(), **values)
-        ).inserted_primary_key[0]
+        eid = insert_evaluation(conn, commit_id=cid, contract_id=row.id, at=utcnow(), **values)
         return evaluation(conn, eid)
+
+
+def insert_evaluation(conn, **row) -> int:
+    """The one insert of an evaluation's row (`record`, and one arriving by push or fetch),
+    with its search rows (mint.search); returns its id."""
+    eid = conn.execute(s.evaluations.insert().values(**row)).inserted_primary_key[0]
+    index_evaluation(conn, eid, row["commit_id"], row["metrics"])
+    return eid
 
 
 def evaluation_values(

@@ -1,0 +1,244 @@
+"""Search commits by what they record: meta, evaluation metrics, tags, line and author.
+
+As MLflow's `search_model_versions` does, `search` returns the commits that meet every
+condition (they are AND-ed), newest first, as `log` shows them. Each condition is one index
+range: a commit's meta is kept as (key, value) rows in `commit_meta` and each evaluation's
+numeric metrics as (name, value) rows in `evaluation_metrics`, both written in the
+transaction that stores the commit or the evaluation (`index_commit`, `index_evaluation`:
+every door goes through them), so that a search never reads a JSON column.
+
+A meta value is matched as text: a string as it is, anything else as its JSON (`--meta
+epochs=3` finds `{"epochs": 3}`). A metric condition holds when some evaluation of the
+commit recorded that metric with a number that meets it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from mint import schema as s
+from mint.errors import InvalidQuery
+from mint.objects import CommitInfo
+
+META_KEY_MAX = 200  # the columns' widths: a longer key or value is not searchable
+META_VALUE_MAX = 500
+METRIC_NAME_MAX = 200
+_IN_MAX = 500  # lines named in one IN (...); more are matched here, row by row
+
+_OPS = {
+    ">=": lambda col, x: col >= x,
+    "<=": lambda col, x: col <= x,
+    ">": lambda col, x: col > x,
+    "<": lambda col, x: col < x,
+    "=": lambda col, x: col == x,
+}
+_METRIC = re.compile(r"^\s*([^<>=\s]+)\s*(>=|<=|>|<|=)\s*([^<>=\s]+)\s*$")
+
+
+@dataclass(frozen=True)
+class MetricCondition:
+    name: str
+    op: str
+    value: float
+
+
+@dataclass(frozen=True)
+class Query:
+    """A search's conditions, checked (`parse_query`)."""
+
+    meta: tuple[tuple[str, str], ...] = ()
+    metrics: tuple[MetricCondition, ...] = ()
+    tags: tuple[str, ...] = ()
+    line: str | None = None
+    author: str | None = None
+    n: int | None = None
+
+
+# --- the conditions ---------------------------------------------------------------------
+
+
+def parse_query(
+    meta: Iterable[str] = (),
+    metric: Iterable[str] = (),
+    tag: Iterable[str] = (),
+    line: str | None = None,
+    author: str | None = None,
+    n: int | None = None,
+) -> Query:
+    """The conditions as given on the command line or in a URL's query (META: KEY=VALUE,
+    METRIC: NAME>=X with >=, >, <=, < or =), checked; InvalidQuery names the first that is
+    not one."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise InvalidQuery(f"-n {n}", "the number of commits is 1 or more")
+    return Query(
+        tuple(_meta_condition(m) for m in meta),
+        tuple(_metric_condition(m) for m in metric),
+        tuple(_named(t, "a tag") for t in tag),
+        _named(line, "a line glob") if line is not None else None,
+        _named(author, "an author") if author is not None else None,
+        n,
+    )
+
+
+def _meta_condition(text: str) -> tuple[str, str]:
+    key, sep, value = str(text).partition("=")
+    if not sep or not key.strip():
+        raise InvalidQuery(text, "a meta condition is KEY=VALUE")
+    return key, value
+
+
+def _metric_condition(text: str) -> MetricCondition:
+    found = _METRIC.match(str(text))
+    if found is None:
+        raise InvalidQuery(text, "a metric condition is NAME>=X (or >, <=, <, =) with a number X")
+    name, op, number = found.groups()
+    try:
+        value = float(number)
+    except ValueError:
+        raise InvalidQuery(text, f"{number!r} is not a number") from None
+    if not math.isfinite(value):
+        raise InvalidQuery(text, f"{number!r} is not a finite number")
+    return MetricCondition(name, op, value)
+
+
+def _named(text: str, what: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidQuery(str(text), f"{what} is not empty")
+    return text
+
+
+# --- the index rows, written with each commit and evaluation -----------------------------
+
+
+def meta_text(value: object) -> str:
+    """How a meta value is matched: a string as it is, anything else as its JSON."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def meta_rows(meta: object) -> list[dict]:
+    """{key, value} for each searchable entry of a commit's META."""
+    if not isinstance(meta, dict):
+        return []
+    found = ((str(k), meta_text(v)) for k, v in meta.items())
+    return [
+        {"key": k, "value": v}
+        for k, v in found
+        if 0 < len(k) <= META_KEY_MAX and len(v) <= META_VALUE_MAX
+    ]
+
+
+def metric_rows(metrics: object) -> list[dict]:
+    """{name, value} for each finite number among an evaluation's METRICS."""
+    if not isinstance(metrics, dict):
+        return []
+    return [
+        {"name": str(k), "value": float(v)}
+        for k, v in metrics.items()
+        if isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        and 0 < len(str(k)) <= METRIC_NAME_MAX
+    ]
+
+
+def index_commit(conn: Connection, commit_id: str, meta: object) -> None:
+    """The search rows of a commit, in the transaction that inserts it."""
+    rows = [r | {"commit_id": commit_id} for r in meta_rows(meta)]
+    if rows:
+        conn.execute(s.commit_meta.insert(), rows)
+
+
+def index_evaluation(conn: Connection, evaluation_id: int, commit_id: str, metrics) -> None:
+    """The search rows of an evaluation, in the transaction that inserts it."""
+    rows = [
+        r | {"evaluation_id": evaluation_id, "commit_id": commit_id} for r in metric_rows(metrics)
+    ]
+    if rows:
+        conn.execute(s.evaluation_metrics.insert(), rows)
+
+
+# --- the search --------------------------------------------------------------------------
+
+
+def search(
+    repo,
+    *,
+    meta: Iterable[str] = (),
+    metric: Iterable[str] = (),
+    tag: Iterable[str] = (),
+    line: str | None = None,
+    author: str | None = None,
+    n: int | None = None,
+    readable: Callable[[str], bool] | None = None,
+) -> list[CommitInfo]:
+    """The commits that meet every condition, newest first, at most N (see the module).
+
+    META: KEY=VALUE; METRIC: NAME>=X (or >, <=, <, =); TAG: a tag's name on any line;
+    LINE: a glob of line names ('*', '?', '[...]'); AUTHOR: exactly. READABLE (a registry
+    passes its token's check) limits the result to the lines it allows."""
+    from mint.commits.rows import infos
+
+    query = parse_query(meta, metric, tag, line, author, n)
+    with repo.db.read() as conn:
+        lines = _lines(conn, query.line, readable)
+        if lines is not None and not lines:
+            return []
+        q = _select(query, lines if lines is None or len(lines) <= _IN_MAX else None)
+        found = _take(conn, q, lines, query.n)
+        return infos(conn, found)
+
+
+def _select(query: Query, lines: set[str] | None):
+    """The query: every condition a subquery on its index (none reads a JSON column)."""
+    c, cm, em, r = s.commits.c, s.commit_meta.c, s.evaluation_metrics.c, s.refs.c
+    q = sa.select(s.commits)
+    for key, value in query.meta:
+        q = q.where(c.id.in_(sa.select(cm.commit_id).where(cm.key == key, cm.value == value)))
+    for m in query.metrics:
+        meets = _OPS[m.op](em.value, m.value)
+        q = q.where(c.id.in_(sa.select(em.commit_id).where(em.name == m.name, meets)))
+    for t in query.tags:
+        q = q.where(c.id.in_(sa.select(r.target).where(r.name == t, r.kind == "tag")))
+    if query.author is not None:
+        q = q.where(c.author == query.author)
+    if lines is not None:
+        q = q.where(c.line.in_(sorted(lines)))
+    return q.order_by(c.created_at.desc(), c.id)
+
+
+def _lines(conn: Connection, glob: str | None, readable) -> set[str] | None:
+    """The names of the lines GLOB matches and READABLE allows; None: every line."""
+    if glob is None and readable is None:
+        return None
+    if glob is not None and not any(ch in glob for ch in "*?[") and readable is None:
+        return {glob}
+    names = conn.execute(sa.select(s.lines.c.name)).scalars()
+    return {
+        name
+        for name in names
+        if (glob is None or fnmatch.fnmatchcase(name, glob))
+        and (readable is None or readable(name))
+    }
+
+
+def _take(conn: Connection, q, lines: set[str] | None, n: int | None) -> list:
+    """Q's rows, at most N; with more LINES than one IN holds, those on them, read in
+    order until N are found."""
+    if lines is None or len(lines) <= _IN_MAX:
+        return conn.execute(q.limit(n) if n else q).all()
+    found = []
+    with conn.execute(q.execution_options(yield_per=1000)) as rows:
+        for row in rows:
+            if row.line in lines:
+                found.append(row)
+                if n and len(found) == n:
+                    break
+    return found
