@@ -7,7 +7,7 @@ passes who acts (`by=`, `author=`).
 
 Repository     init, open_repo, db_upgrade, fsck, gc
 Bases          base_add, base_ls
-Commits        commit, resolve, log, show, ls, diff, checkout, adapter_config
+Commits        commit, resolve, log, show, ls, diff, checkout, adapter_config, search
 Tags           tag, tag_list, tag_delete
 Sets           set_commit, set_spec, set_derive, candidates
 Contracts      contract_add, contract_show, contract_ls
@@ -18,9 +18,11 @@ The loop       improve
 Traces         traces_ls, traces_export, record_feedback, write_traces, dataset_show
 Export         export
 Hub            pull, HubSettings
-Remotes        remote_add, remote_ls, remote_remove, push, fetch, clone, login
+Remotes        remote_add, remote_ls, remote_remove, push, fetch, clone, login,
+               remote_refs, remote_refs_forget
 Registry       token_create, token_ls, token_revoke, protect, unprotect, protected_ls
 Webhooks       webhook_add, webhook_ls, webhook_rm, webhook_deliveries
+Signing        key_generate, key_add, key_ls, key_rm, verify, verify_folder
 
 The operations are imported on first use, so that `mint --help` and `mint --version` start
 without loading the database layer.
@@ -58,6 +60,7 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "commit": ("mint.porcelain.commit", "commit", _ONCE),
     "resolve": ("mint.commits.repository", "resolve_rev", _ANY),
     "log": ("mint.commits.repository", "log", _ANY),
+    "search": ("mint.search", "search", _ANY),
     "show": ("mint.commits.repository", "show", _ANY),
     "ls": ("mint.commits.repository", "ls", _ANY),
     "diff": ("mint.commits.repository", "diff", _ANY),
@@ -104,6 +107,8 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "fetch": ("mint.remote.transfer_client", "fetch", _LOCAL),
     "clone": ("mint.remote.transfer_client", "clone", _PLAIN),
     "login": ("mint.remote.config", "login", _PLAIN),
+    "remote_refs": ("mint.refs.remote_refs", "remote_refs", _LOCAL),
+    "remote_refs_forget": ("mint.refs.remote_refs", "remote_refs_forget", _LOCAL),
     "token_create": ("mint.team.tokens", "token_create", _ANY),
     "token_ls": ("mint.team.tokens", "token_ls", _ANY),
     "token_revoke": ("mint.team.tokens", "token_revoke", _ANY),
@@ -113,6 +118,12 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "webhook_add": ("mint.team.webhooks", "webhook_add", _ANY),
     "webhook_ls": ("mint.team.webhooks", "webhook_ls", _ANY),
     "webhook_rm": ("mint.team.webhooks", "webhook_rm", _ANY),
+    "key_generate": ("mint.signing.keys", "key_generate", _PLAIN),
+    "key_add": ("mint.signing.keys", "key_add", _LOCAL),
+    "key_ls": ("mint.signing.keys", "key_ls", _LOCAL),
+    "key_rm": ("mint.signing.keys", "key_rm", _LOCAL),
+    "verify": ("mint.signing.commits", "verify", _LOCAL),
+    "verify_folder": ("mint.signing.commits", "verify_folder", _LOCAL),
     "webhook_deliveries": ("mint.team.webhooks", "webhook_deliveries", _ANY),
 }
 
@@ -148,6 +159,10 @@ __all__ = [
     "history",
     "improve",
     "init",
+    "key_add",
+    "key_generate",
+    "key_ls",
+    "key_rm",
     "log",
     "login",
     "ls",
@@ -161,9 +176,12 @@ __all__ = [
     "record_feedback",
     "remote_add",
     "remote_ls",
+    "remote_refs",
+    "remote_refs_forget",
     "remote_remove",
     "resolve",
     "rollback",
+    "search",
     "set_commit",
     "set_derive",
     "set_spec",
@@ -178,6 +196,8 @@ __all__ = [
     "traces_export",
     "traces_ls",
     "unprotect",
+    "verify",
+    "verify_folder",
     "webhook_add",
     "webhook_deliveries",
     "webhook_ls",
@@ -248,10 +268,14 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.porcelain.files import adapter_config, checkout, export, set_spec
     from mint.porcelain.improve import improve
     from mint.porcelain.pull import pull
+    from mint.refs.remote_refs import remote_refs, remote_refs_forget
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
     from mint.remote.transfer_client import clone, fetch, push
     from mint.repo import db_upgrade, init, open_repo
+    from mint.search import search
+    from mint.signing.commits import verify, verify_folder
+    from mint.signing.keys import key_add, key_generate, key_ls, key_rm
     from mint.team.protection import protect, protected_ls, unprotect
     from mint.team.tokens import token_create, token_ls, token_revoke
     from mint.team.webhooks import webhook_add, webhook_deliveries, webhook_ls, webhook_rm

@@ -473,7 +473,6 @@ class PushRejected(RegistryError):
         self.line, self.ours, self.theirs, self.why = line, ours, theirs, why
 
 
-
 class SigningUnavailable(MintError, ImportError):
     """Signing (mint.signing) needs model-signing; no signing error quotes a key's bytes."""
 
@@ -484,16 +483,8 @@ class InvalidKey(MintError, ValueError):
         self.path, self.why = path, why
 
 
-class KeyExists(MintError, FileExistsError):
-    def __init__(self, name: str, why: str):
-        super().__init__(f"trusted key {name!r}: {why}")
-        self.name, self.why = name, why
-
-
-class KeyNotFound(MintError, LookupError):
-    def __init__(self, name: str):
-        super().__init__(f"no trusted key named {name!r}")
-        self.name = name
+class KeyExists(RefExists):
+    """A trusted key of that name, or the same key under another name."""
 
 
 class InvalidSignature(MintError, ValueError):

@@ -88,6 +88,8 @@ class CommitDetail:
     tags: list[str]
     members: list[Member] = field(default_factory=list)
     dataset: Dataset | None = None  # the export `meta.data` names, when it is a known one
+    # model-signing bundles (Sigstore bundle JSON) the commit carries, oldest first (issue 23)
+    signatures: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -307,6 +309,8 @@ class LineStatus:
     kind: Kind
     head: str | None
     channels: dict[str, str]
+    # REMOTE/CHANNEL -> commit: each remote's channels as the last fetch saw them (read-only)
+    remote: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -424,3 +428,43 @@ class Round:
     contract: str
     outcome: str  # rolled-back | promoted | stopped | waiting | canary-started | refused | idle
     steps: list[LoopStep]
+
+
+# --- signing (issue 23) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """A public key the repository trusts, under a name."""
+
+    name: str
+    fingerprint: str  # sha256 of its PEM: the hint a model-signing bundle carries
+    added_at: str
+    added_by: str
+
+
+@dataclass(frozen=True)
+class GeneratedKey:
+    """A key pair `key generate` wrote: where, and the public key's fingerprint."""
+
+    private_key: str
+    public_key: str
+    fingerprint: str
+    encrypted: bool
+
+
+@dataclass(frozen=True)
+class Signer:
+    """A signature that verified: the trusted key that made it."""
+
+    key: str  # the key's name here ("" for a key given as a file)
+    fingerprint: str
+    bound: bool  # the bundle names the commit (mint --sign), not only its files
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What `verify` found: the commit (or folder) and who signed it."""
+
+    target: str
+    signers: list[Signer]

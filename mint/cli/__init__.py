@@ -17,11 +17,13 @@ from mint.cli import (
     commit_cmds,
     contract_cmds,
     hub_cmds,
+    key_cmds,
     loop_cmds,
     registry_cmds,
     remote_cmds,
     repo_cmds,
     runtime_cmds,
+    search_cmds,
     set_cmds,
     tag_cmds,
     traces_cmds,
@@ -48,6 +50,7 @@ def cli(ctx: click.Context, repo_path: str | None) -> None:
 for _group in (
     repo_cmds,
     commit_cmds,
+    search_cmds,
     tag_cmds,
     set_cmds,
     contract_cmds,
@@ -59,6 +62,7 @@ for _group in (
     traces_cmds,
     registry_cmds,
     remote_cmds,
+    key_cmds,
 ):
     _group.register(cli)
 

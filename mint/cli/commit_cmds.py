@@ -14,6 +14,7 @@ from mint.cli._common import (
     with_repo,
 )
 from mint.cli._output import echo, emit_json, safe, short, table
+from mint.cli.key_cmds import password_from, password_option
 
 
 @click.command()
@@ -27,10 +28,19 @@ from mint.cli._output import echo, emit_json, safe, short, table
     metavar="NAME",
     help="The registered base (default: from adapter_config.json).",
 )
+@click.option(
+    "--sign",
+    "sign_key",
+    metavar="KEY.pem",
+    type=click.Path(dir_okay=False),
+    help="Sign the commit (model-signing format) with this private key.",
+)
+@password_option
 @json_option
 @with_repo
-def commit(repo, line, directory, message, meta, base_name, as_json) -> None:
-    """Record the PEFT adapter folder DIRECTORY as a new commit on LINE."""
+def commit(repo, line, directory, message, meta, base_name, sign_key, password_env, as_json):
+    """Record the PEFT adapter folder DIRECTORY as a new commit on LINE (a model.sig in it is
+    kept as the commit's signature)."""
     r = api.commit(
         repo,
         line,
@@ -39,6 +49,8 @@ def commit(repo, line, directory, message, meta, base_name, as_json) -> None:
         author=current_user(),
         meta=parse_pairs(meta, "--meta"),
         base=base_name,
+        sign=sign_key,
+        sign_password=password_from(password_env),
     )
     if as_json:
         return emit_json(r)
@@ -57,6 +69,11 @@ def log(repo, rev, limit, as_json) -> None:
     items = api.log(repo, rev, limit)
     if as_json:
         return emit_json(items)
+    render_log(items)
+
+
+def render_log(items) -> None:
+    """Commits one a line, as `mint log` shows them (`mint search` too)."""
     for c in items:
         echo(safe(f"{c.id[:12]}  {c.line:<12} {c.created_at[:19]}  {c.author:<10} {c.message}"))
 

@@ -297,7 +297,15 @@ def detail(conn: Connection, cid: str) -> CommitDetail:
         provenance=row.provenance or {},
         tags=tags_of(conn, cid),
         members=members_of(conn, cid),
+        signatures=signatures_of(conn, cid),
     )
+
+
+def signatures_of(conn: Connection, cid: str) -> list[str]:
+    """The model-signing bundles commit CID carries, oldest first (mint.signing)."""
+    c = s.commit_signatures.c
+    q = sa.select(c.bundle).where(c.commit_id == cid).order_by(c.added_at, c.sha256)
+    return [r.bundle for r in conn.execute(q)]
 
 
 def delete_unreferenced(conn: Connection, cid: str) -> bool:

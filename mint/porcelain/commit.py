@@ -12,7 +12,14 @@ import os
 from mint.backend import Backend, backend_of
 from mint.commits.adapter import CONFIG, WEIGHTS, check_against_base, scan_adapter, walk_adapter
 from mint.commits.rows import build_commit, tree_of
-from mint.errors import BaseMismatch, InvalidConfig, MintError, RevisionNotFound, WrongKind
+from mint.errors import (
+    BaseMismatch,
+    InvalidConfig,
+    LocalOnly,
+    MintError,
+    RevisionNotFound,
+    WrongKind,
+)
 from mint.ids import CommitId, Kind, Role
 from mint.objects import (
     Base,
@@ -39,8 +46,11 @@ def commit(
     meta: dict | None = None,
     base: str | None = None,
     provenance: dict | None = None,
+    sign: str | os.PathLike | None = None,
+    sign_password: str | None = None,
 ) -> CommitResult:
-    """Record the PEFT adapter folder as a new commit on LINE (parent: LINE's head).
+    """Record the PEFT adapter folder as a new commit on LINE (parent: LINE's head), signed
+    with the private key in file SIGN if given; the folder's model.sig is a signature, no file.
 
     Everything is checked before anything is published; each byte is read once (in the pass
     that copies it into a local store), and not at all when the stat cache knows the file; only
@@ -48,11 +58,14 @@ def commit(
     them; the head moves by compare-and-swap."""
     b = backend_of(repo)
     check_inputs(line, message, meta)
+    signing = _signing(b, adapter_dir, sign, sign_password)
     with b.stat_cache() as cache:
-        same = _same_as_head(b, cache, adapter_dir, line, base)
+        same = None if signing else _same_as_head(b, cache, adapter_dir, line, base)
         if same is not None:
             return same
         scanned = scan_adapter(adapter_dir, cache=cache)
+        if signing:
+            scanned = signing.unsigned(scanned)
         found = b.find_base(scanned.base_name, base)
         check_against_base(scanned.root, scanned.header, found.config, found.name)
         head, head_tree = b.line_head(line, Kind.ADAPTER)
@@ -72,9 +85,33 @@ def commit(
         config=scanned.config,
         tensors=tensor_entries(scanned, hashed),
     )
-    if head_tree == new.tree:
-        return CommitResult(CommitId(head), line, [], created=False)
-    return b.record(new, head, staged)
+    return _record(b, new, head, head_tree, staged, signing)
+
+
+def _record(b: Backend, new, head, head_tree, staged, signing) -> CommitResult:
+    """Record NEW unless it is LINE's head again; keep the bundles SIGNING makes or found
+    (made first: a key that fails leaves nothing recorded)."""
+    same = head_tree == new.tree
+    bundles = signing.bundles(head if same else new.id, new.files) if signing else []
+    if same:
+        result = CommitResult(CommitId(head), new.line, [], created=False)
+    else:
+        result = b.record(new, head, staged)
+    if bundles:
+        signing.keep(b.repo, result.id, new.files, bundles)
+    return result
+
+
+def _signing(b: Backend, folder, key, password: str | None):
+    """What the commit of FOLDER will carry (mint.signing.commits.Signing), or None."""
+    if key is None and not os.path.isfile(os.path.join(folder, "model.sig")):
+        return None
+    from mint.signing.commits import Signing
+
+    signing = Signing.of(folder, key, password)
+    if b.is_remote:
+        raise LocalOnly("a signed commit (or a folder's model.sig)")
+    return signing
 
 
 def _same_as_head(b: Backend, cache, folder, line: str, base) -> CommitResult | None:

@@ -15,6 +15,7 @@ from mint.objects import AdapterFiles, CheckoutResult, CommitDetail, SetSpec
 from mint.progress import Progress
 from mint.sets.layout import layout_items, member_folder
 from mint.sets.mol import PROTOCOL
+from mint.signing import signature_items
 
 
 def checkout(
@@ -23,11 +24,13 @@ def checkout(
     """Write REV's files, byte for byte, into DEST, which must be new or empty; the bytes
     written are reported to PROGRESS (default: counted, shown nowhere).
 
-    A set checks out as mol.toml with commit ids, its prompts and a folder per member."""
+    A set checks out as mol.toml with commit ids, its prompts and a folder per member; an
+    adapter commit that carries a signature, with its model.sig beside its files."""
     b = backend_of(repo)
     dest = empty_destination(dest)
     detail = b.show(rev)
     items, members = layout(b, detail)
+    items += signature_items(detail)
     files, size = write_layout(b, items, [detail, *members], dest, progress)
     return CheckoutResult(CommitId(detail.id), str(dest), files, size)
 

@@ -1,0 +1,23 @@
+"""Signing in the OpenSSF model-signing format (issue 23).
+
+`keys`: key pairs made here (the private key written 0600 and never read back by anything
+but the signer) and the public keys a repository trusts, by name. `bundle`: the format, a
+Sigstore bundle holding a DSSE envelope holding an in-toto statement that lists every file's
+sha256, built from the blob ids a commit already has (no second hashing pass) and signed by
+model_signing's elliptic-curve key signer, offline. `commits`: the bundles a commit carries,
+checked before they are kept, and `verify`, which says which trusted key signed a commit or a
+folder.
+
+model_signing is imported only when a signature is made or checked; without it, these say so
+in one error (`SigningUnavailable`).
+"""
+
+SIGNATURE_FILE = "model.sig"  # where model_signing's CLI writes and reads a folder's bundle
+
+
+def signature_items(detail) -> list[tuple[str, bytes]]:
+    """What a checkout of DETAIL (a `CommitDetail`) writes beside its files: an adapter
+    commit's first signature as model.sig, where `model_signing verify` looks for it."""
+    if detail.kind != "adapter" or not detail.signatures or SIGNATURE_FILE in detail.files:
+        return []
+    return [(SIGNATURE_FILE, detail.signatures[0].encode())]

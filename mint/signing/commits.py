@@ -1,0 +1,211 @@
+"""The signatures a commit carries, and `verify`: which trusted key signed a commit or a folder.
+
+A bundle is kept with a commit only if it states exactly the commit's files (paths and
+sha256) and, when it names a commit, this one; its signature is checked when it is verified,
+against the keys trusted then (a key can be trusted or removed later). `verify` says who
+signed, or why nothing verifies, in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.commits.rows import files_of, signatures_of
+from mint.errors import InvalidSignature, NotVerified
+from mint.ids import utcnow
+from mint.objects import Signer, Verification
+from mint.refs import resolve
+from mint.signing import SIGNATURE_FILE
+from mint.signing.bundle import Statement, folder_digests, load_signer, read, sign, verify_with
+from mint.signing.keys import fingerprint, read_public, trusted_keys, unknown_key
+
+
+def check(bundle: bytes, files: dict[str, str], commit: str, where: str) -> Statement:
+    """BUNDLE's statement, if it may be kept with COMMIT, whose files are FILES (path ->
+    sha256): the same files, and no other commit named."""
+    st = read(bundle, where)
+    wrong = differences(st.files, files)
+    if wrong:
+        raise InvalidSignature(where, f"it does not sign these files ({wrong})")
+    if st.commit is not None and st.commit != commit:
+        raise InvalidSignature(where, f"it was made for commit {st.commit[:12]}, not this one")
+    return st
+
+
+def differences(signed: dict[str, str], actual: dict[str, str]) -> str | None:
+    """The first difference between the files a bundle signs and those there, in words."""
+    for path in sorted(signed.keys() | actual.keys()):
+        if path not in actual:
+            return f"{path} is signed but missing"
+        if path not in signed:
+            return f"{path} is not signed"
+        if signed[path] != actual[path]:
+            return f"{path} differs from the signed one"
+    return None
+
+
+def attach(conn, commit: str, files: dict[str, str], bundle: bytes, where: str) -> bool:
+    """Keep BUNDLE with COMMIT (checked first); False if it was kept already."""
+    st = check(bundle, files, commit, where)
+    digest, c = hashlib.sha256(bundle).hexdigest(), s.commit_signatures.c
+    q = sa.select(c.sha256).where(c.commit_id == commit, c.sha256 == digest)
+    if conn.execute(q).first() is not None:
+        return False
+    conn.execute(
+        s.commit_signatures.insert().values(
+            commit_id=commit,
+            sha256=digest,
+            bundle=bundle.decode(),
+            key_hint=st.hint,
+            added_at=utcnow(),
+        )
+    )
+    return True
+
+
+def blob_files(conn, commit: str) -> dict[str, str]:
+    return {p: f.sha256 for p, f in files_of(conn, commit).items()}
+
+
+# --- verify ----------------------------------------------------------------------------
+
+
+def verify(
+    repo, rev: str, *, key: str | None = None, public_key: str | os.PathLike | None = None
+) -> Verification:
+    """Which trusted keys (or only KEY, by name, or the key in file PUBLIC_KEY) signed REV's
+    files; NotVerified, with the reason of the nearest miss, if none did."""
+    with repo.db.read() as conn:
+        cid = resolve(conn, rev).id
+        files, bundles = blob_files(conn, cid), signatures_of(conn, cid)
+        keys = _keys(conn, key, public_key)
+    if not bundles:
+        raise NotVerified(rev, "it carries no signature")
+    return _verified(rev, cid, files, [b.encode() for b in bundles], keys, cid)
+
+
+def verify_folder(
+    repo, folder: str | os.PathLike, *, key: str | None = None, public_key=None
+) -> Verification:
+    """Which trusted keys signed FOLDER as its model.sig says, every file hashed again (as
+    `model_signing verify` does)."""
+    folder = Path(folder)
+    try:
+        bundle = (folder / SIGNATURE_FILE).read_bytes()
+    except OSError:
+        raise NotVerified(str(folder), f"it has no readable {SIGNATURE_FILE}") from None
+    with repo.db.read() as conn:
+        keys = _keys(conn, key, public_key)
+    try:
+        st = read(bundle, str(folder / SIGNATURE_FILE))
+        files = folder_digests(folder, st.ignored)
+    except (InvalidSignature, ValueError) as exc:
+        raise NotVerified(str(folder), str(exc)) from None
+    return _verified(str(folder), str(folder), files, [bundle], keys, None)
+
+
+def _keys(conn, key: str | None, public_key) -> dict[str, tuple[str, bytes]]:
+    """fingerprint -> (name, PEM) of the keys to check with."""
+    if public_key is not None:
+        pem = read_public(public_key)
+        return {fingerprint(pem): ("", pem)}
+    keys = trusted_keys(conn)
+    if key is not None:
+        keys = {fp: v for fp, v in keys.items() if v[0] == key}
+        if not keys:
+            raise unknown_key(conn, key)
+    return keys
+
+
+def _verified(rev, target, files, bundles, keys, commit) -> Verification:
+    signers, misses = [], []
+    with tempfile.TemporaryDirectory(prefix="mint-verify-") as scratch:
+        for i, bundle in enumerate(bundles):
+            try:
+                signers.append(_one(bundle, files, keys, commit, Path(scratch) / str(i)))
+            except (InvalidSignature, ValueError) as exc:
+                misses.append(str(exc))
+    if not signers:
+        raise NotVerified(rev, misses[0])
+    return Verification(target, signers)
+
+
+def _one(bundle: bytes, files, keys, commit: str | None, scratch: Path) -> Signer:
+    """The trusted key that signed BUNDLE over FILES (and COMMIT, if it names one)."""
+    st = read(bundle)
+    wrong = differences(st.files, files)
+    if wrong:
+        raise ValueError(f"its signature does not cover these files: {wrong}")
+    if commit is not None and st.commit is not None and st.commit != commit:
+        raise ValueError(f"its signature was made for commit {st.commit[:12]}, not this one")
+    candidates = [st.hint] if st.hint in keys else ([] if st.hint else list(keys))
+    if not candidates:
+        who = f"key {st.hint[:16]}" if st.hint else "a key"
+        raise ValueError(f"it is signed by {who}, which is not trusted here")
+    for fp in candidates:
+        name, pem = keys[fp]
+        scratch.mkdir(mode=0o700, exist_ok=True)
+        try:
+            signed = verify_with(bundle, pem, scratch)
+        except ValueError:
+            continue
+        if differences(signed, files) is None:
+            return Signer(name, fp, st.commit is not None)
+    raise ValueError("its signature does not verify with the key it names")
+
+
+# --- what a commit carries ------------------------------------------------------------
+
+
+class Signing:
+    """What a commit of FOLDER will carry: the folder's model.sig, if it has one (checked
+    against the commit's files), and a new signature with the key in file PRIVATE_KEY."""
+
+    def __init__(self, folder, found: bytes | None, private_key, password: str | None):
+        self.folder, self.found = Path(folder), found
+        self.private_key, self.password = private_key, password
+
+    @classmethod
+    def of(cls, folder, private_key=None, password: str | None = None) -> Signing | None:
+        """None when there is nothing to sign or keep; the key is loaded (so checked) now,
+        before anything is stored."""
+        path = Path(folder) / SIGNATURE_FILE
+        found = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        if found is None and private_key is None:
+            return None
+        if private_key is not None:
+            load_signer(private_key, password)
+        return cls(folder, found, private_key, password)
+
+    def bundles(self, commit: str, files: dict) -> list[bytes]:
+        """The bundles COMMIT (whose FILES are path -> FileEntry) will carry, checked, or
+        made: nothing is stored yet."""
+        digests = {p: f.sha256 for p, f in files.items()}
+        out = []
+        if self.found is not None:
+            check(self.found, digests, commit, str(self.folder / SIGNATURE_FILE))
+            out.append(self.found)
+        if self.private_key is not None:
+            name = self.folder.name or self.folder.resolve().name
+            out.append(sign(digests, name, commit, self.private_key, self.password))
+        return out
+
+    @staticmethod
+    def unsigned(scanned):
+        """SCANNED (a checked adapter folder) without its model.sig: a signature, no file."""
+        kept = tuple(f for f in scanned.files if f.path != SIGNATURE_FILE)
+        return dataclasses.replace(scanned, files=kept)
+
+    @staticmethod
+    def keep(repo, commit: str, files: dict, bundles: list[bytes]) -> None:
+        digests = {p: f.sha256 for p, f in files.items()}
+        with repo.db.write() as conn:
+            for bundle in bundles:
+                attach(conn, commit, digests, bundle, SIGNATURE_FILE)

@@ -1,0 +1,157 @@
+"""Key pairs and the public keys a repository trusts.
+
+A private key is written once, created 0600 with O_EXCL (never readable by others, not even
+for a moment, and never over an existing file), and is only ever read by the signer. A
+public key's fingerprint is the sha256 of its PEM (SubjectPublicKeyInfo): the `hint` that
+model_signing's key signer writes into a bundle, so a bundle names the key that made it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.errors import InvalidKey, KeyExists, RevisionNotFound, SigningUnavailable
+from mint.ids import iso, utcnow
+from mint.objects import GeneratedKey, SigningKey
+from mint.refs.revisions import check_name
+
+PRIVATE_NAME, PUBLIC_NAME = "signing.key", "signing.pub"
+# The curves model_signing's key signer and verifier accept (P-256 is what `generate` makes).
+CURVES = ("secp256r1", "secp384r1", "secp521r1")
+MAX_PEM = 16 * 1024
+
+
+def _crypto():
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+    except ImportError:
+        raise SigningUnavailable("signing needs the model-signing package") from None
+    return serialization, ec
+
+
+def key_generate(out: str | os.PathLike, *, password: str | None = None) -> GeneratedKey:
+    """Write a new P-256 key pair into OUT (made 0700 if new): `signing.key`, the private key
+    as PKCS#8 PEM (encrypted with PASSWORD if given), 0600, and `signing.pub`. Refuses to
+    write over either."""
+    serialization, ec = _crypto()
+    out = Path(out)
+    private, public = out / PRIVATE_NAME, out / PUBLIC_NAME
+    for path in (private, public):
+        if path.exists():
+            raise InvalidKey(str(path), "a file is there already; choose another folder")
+    key = ec.generate_private_key(ec.SECP256R1())
+    crypt = (
+        serialization.BestAvailableEncryption(password.encode())
+        if password
+        else serialization.NoEncryption()
+    )
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, crypt)
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _write_new(private, pem, 0o600)
+    public_pem = public_pem_of(key.public_key())
+    _write_new(public, public_pem, 0o644)
+    return GeneratedKey(str(private), str(public), fingerprint(public_pem), bool(password))
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """DATA into a new file PATH, created with MODE (so never wider, even briefly), durable."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def public_pem_of(public_key) -> bytes:
+    serialization, _ = _crypto()
+    return public_key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def fingerprint(public_pem: bytes) -> str:
+    """The key's id, as model_signing's bundles name it: sha256 of its canonical PEM."""
+    return hashlib.sha256(public_pem).hexdigest()
+
+
+def read_public(path: str | os.PathLike) -> bytes:
+    """The canonical PEM of the elliptic-curve public key in file PATH; a private key, another
+    kind of key or anything else is refused (without quoting it)."""
+    serialization, ec = _crypto()
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_PEM + 1)
+    except OSError as exc:
+        raise InvalidKey(str(path), exc.strerror or "cannot be read") from None
+    if b"PRIVATE KEY" in raw:
+        raise InvalidKey(str(path), "this is a private key; give the public one (.pub)")
+    try:
+        key = serialization.load_pem_public_key(raw[:MAX_PEM])
+    except (ValueError, TypeError):
+        raise InvalidKey(str(path), "not a PEM public key") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
+        raise InvalidKey(str(path), f"not an elliptic-curve key on {', '.join(CURVES)}")
+    return public_pem_of(key)
+
+
+# --- the keys a repository trusts ------------------------------------------------------
+
+
+def key_add(repo, name: str, public_key: str | os.PathLike, *, by: str) -> SigningKey:
+    """Trust the public key in file PUBLIC_KEY under NAME."""
+    check_name("key", name)
+    pem = read_public(public_key)
+    fp, k = fingerprint(pem), s.signing_keys.c
+    with repo.db.write() as conn:
+        for row in conn.execute(
+            sa.select(k.name, k.fingerprint).where((k.name == name) | (k.fingerprint == fp))
+        ):
+            why = "the name is taken" if row.name == name else f"the key is trusted as {row.name}"
+            raise KeyExists(f"trusted key {name!r}: {why}")
+        now = utcnow()
+        conn.execute(
+            s.signing_keys.insert().values(
+                name=name, fingerprint=fp, public_pem=pem.decode(), added_at=now, added_by=by
+            )
+        )
+    return SigningKey(name, fp, iso(now), by)
+
+
+def key_ls(repo) -> list[SigningKey]:
+    """The trusted keys, by name."""
+    k = s.signing_keys.c
+    with repo.db.read() as conn:
+        rows = conn.execute(sa.select(s.signing_keys).order_by(k.name)).all()
+    return [SigningKey(r.name, r.fingerprint, iso(r.added_at), r.added_by) for r in rows]
+
+
+def key_rm(repo, name: str) -> SigningKey:
+    """Stop trusting the key NAME (signatures it made stay, and no longer verify)."""
+    k = s.signing_keys.c
+    with repo.db.write() as conn:
+        row = conn.execute(sa.select(s.signing_keys).where(k.name == name)).first()
+        if row is None:
+            raise unknown_key(conn, name)
+        conn.execute(s.signing_keys.delete().where(k.name == name))
+    return SigningKey(row.name, row.fingerprint, iso(row.added_at), row.added_by)
+
+
+def unknown_key(conn, name: str) -> RevisionNotFound:
+    """The error for a key NAME that is not trusted here, with the nearest names trusted."""
+    names = [r.name for r in conn.execute(sa.select(s.signing_keys.c.name))]
+    near = difflib.get_close_matches(name, names, n=3)
+    return RevisionNotFound(name, "no trusted key named", near)
+
+
+def trusted_keys(conn) -> dict[str, tuple[str, bytes]]:
+    """fingerprint -> (name, public PEM) of every trusted key."""
+    rows = conn.execute(sa.select(s.signing_keys)).all()
+    return {r.fingerprint: (r.name, r.public_pem.encode()) for r in rows}
