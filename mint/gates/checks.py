@@ -76,41 +76,53 @@ def gate_report(conn, cid: str, line: str, channel: str, extra: str | None = Non
     for row in rows:
         found = ev.latest_evaluation(conn, cid, row.id)
         if found is None:
-            checks.append(
-                Check(f"evaluation under {row.name} v{row.version}", "recorded", "none", False)
-            )
+            checks.append(missing_evaluation(row))
         else:
             evals.append(found.id)
         prev = ev.latest_evaluation_any_version(conn, holder, row.name) if holder else None
         values = found.metrics if found else {}
         checks += metric_checks(row.body, values, prev.metrics if prev else None, holder)
-        checks += [_held_check(conn, cid, line, ch) for ch in row.body["requires"]]
+        checks += [held_check(conn, cid, line, ch) for ch in row.body["requires"]]
         if row.body["approvals"]:
-            n = approval_count(conn, cid, channel)
-            need = row.body["approvals"]
-            checks.append(Check("approvals", f">= {need}", str(n), n >= need))
+            checks.append(approvals_check(approval_count(conn, cid, channel), row))
     contracts = [f"{r.name}@v{r.version}" for r in rows]
     return GateReport(CommitId(cid), line, channel, holder, contracts, checks, evals)
 
 
-def _held_check(conn, cid: str, line: str, channel: str) -> Check:
-    held = has_held(conn, cid, line, channel)
+def missing_evaluation(row) -> Check:
+    """The row of a contract version (a contracts row) under which no evaluation is recorded."""
+    return Check(f"evaluation under {row.name} v{row.version}", "recorded", "none", False)
+
+
+def approvals_check(n: int, row) -> Check:
+    need = row.body["approvals"]
+    return Check("approvals", f">= {need}", str(n), n >= need)
+
+
+def held_check(conn, cid: str, line: str, channel: str, before: int | None = None) -> Check:
+    held = has_held(conn, cid, line, channel, before)
     return Check(f"held {line}@{channel}", "yes", "yes" if held else "no", held)
 
 
-def has_held(conn, cid: str, line: str, channel: str) -> bool:
+def has_held(conn, cid: str, line: str, channel: str, before: int | None = None) -> bool:
+    """Whether CID has held LINE@CHANNEL (before the history entry BEFORE, if given)."""
     h = s.ref_history.c
     q = sa.select(h.id).where(
         h.line == line, h.name == channel, h.new == cid, h.kind == RefKind.CHANNEL
     )
+    if before is not None:
+        q = q.where(h.id < before)
     return conn.execute(q.limit(1)).first() is not None
 
 
-def approval_count(conn, cid: str, channel: str) -> int:
-    """Distinct identities that approved CID for CHANNEL; on a protected channel, not the
-    commit's author nor the identity that pushed it (segregation of duties)."""
+def approval_count(conn, cid: str, channel: str, until=None) -> int:
+    """Distinct identities that approved CID for CHANNEL (up to the datetime UNTIL, if given);
+    on a protected channel, not the commit's author nor the identity that pushed it
+    (segregation of duties)."""
     a = s.approvals.c
     q = sa.select(sa.func.count(sa.distinct(a.by))).where(a.commit_id == cid, a.channel == channel)
+    if until is not None:
+        q = q.where(a.at <= until)
     excluded = self_approvers(conn, cid, channel)
     if excluded:
         q = q.where(a.by.not_in(excluded))
