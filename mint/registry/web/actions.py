@@ -28,6 +28,7 @@ from mint.errors import (
 from mint.registry import queries
 from mint.registry.auth import check_line, check_move, check_rev
 from mint.registry.failures import status_of
+from mint.registry.web import views
 from mint.registry.web.approvals import split_ref
 from mint.registry.web.pages import page
 from mint.registry.web.render import render
@@ -142,7 +143,9 @@ def promote_form(request: Request, rev: Text, channel: Text) -> Response:
 
     def build(who):
         check_rev(repo, who, rev)
-        return {"report": api.gate(repo, rev, channel), "error": None, "reason": ""}
+        report = api.gate(repo, rev, channel)
+        shown = views.known(repo, [report.commit_id, report.holder])
+        return {"report": report, "error": None, "reason": ""} | shown
 
     return page(request, "promote.html", build)
 
@@ -171,7 +174,14 @@ def rollback_form(request: Request, ref: Text) -> Response:
         line, channel = split_ref(ref)
         check_line(who, line)
         moves = api.history(repo, ref, n=1)
-        return {"ref": ref, "line": line, "channel": channel, "current": moves[-1], "error": None}
+        shown = views.known(repo, [moves[-1].to])
+        return {
+            "ref": ref,
+            "line": line,
+            "channel": channel,
+            "current": moves[-1],
+            "error": None,
+        } | shown
 
     return page(request, "rollback.html", build)
 

@@ -5,7 +5,7 @@ pending approvals."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -48,6 +48,8 @@ class TimelineEntry:
     move: Move
     evidence: list[Evidence]
     approvals: list[Approved]  # of the moved-to commit for the channel, up to the move
+    # A promote's or force's other gate rows (a missing evaluation, requires, approvals)
+    gate: list[Check] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,16 @@ class ChannelView:
     moves: list[TimelineEntry]  # newest first
     older: int | None  # `before` for the next (older) page; None: this page is the oldest
     pending: list[PendingApproval]
+
+
+def timeline_entry(repo: Repo, m: Move, cache: dict) -> TimelineEntry:
+    """MOVE with the evidence it rests on (CACHE: evaluations and contracts read so far)."""
+    return TimelineEntry(
+        m,
+        [Evidence(e, c) for e, c in evidence.of_move(repo, m, cache)],
+        [Approved(by, at) for by, at in evidence.approvals_of(repo, m)],
+        evidence.gate_rows(repo, m, cache),
+    )
 
 
 def channel_view(
@@ -76,14 +88,7 @@ def channel_view(
     )
     head = api.resolve(repo, line)
     cache: dict = {}
-    timeline = [
-        TimelineEntry(
-            m,
-            [Evidence(e, c) for e, c in evidence.of_move(repo, m, cache)],
-            [Approved(by, at) for by, at in evidence.approvals_of(repo, m)],
-        )
-        for m in moves
-    ]
+    timeline = [timeline_entry(repo, m, cache) for m in moves]
     return ChannelView(
         line,
         channel,

@@ -4,16 +4,29 @@ approvals of the moved-to commit for the channel recorded up to the move.
 
 Only the contract version and evaluation ids are stored beside a move (`mint.gates.promotion`);
 the table is recomputed here from them with the gate's own `metric_checks`, comparing with
-the replaced holder's latest evaluation recorded before the move."""
+the replaced holder's latest evaluation recorded before the move. The gate's other rows at a
+promote or a force (an evaluation missing under a contract, the channels it requires held, the
+approvals) are recomputed the same way, from the contract versions that guarded the channel
+then, the history before the move and the approvals recorded up to it: a forced move shows
+every check that made the force necessary."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import sqlalchemy as sa
 
 from mint import api
 from mint import schema as s
-from mint.gates.checks import metric_checks
-from mint.ids import iso
+from mint.gates.checks import (
+    approval_count,
+    approvals_check,
+    held_check,
+    metric_checks,
+    missing_evaluation,
+)
+from mint.gates.contracts import contract_row
+from mint.ids import Action, as_utc, iso
 from mint.objects import Check, Evaluation, Move
 from mint.repo import Repo
 
@@ -64,3 +77,52 @@ def approvals_of(repo: Repo, move: Move) -> list[tuple[str, str]]:
     with repo.db.read() as conn:
         found = [(r.by, iso(r.at)) for r in conn.execute(q)]
     return [(by, at) for by, at in found if at <= move.at]
+
+
+def _moment(at: str) -> dt.datetime:
+    return as_utc(dt.datetime.fromisoformat(at))
+
+
+def guards_at(conn, line: str, channel: str, at: dt.datetime, named: str | None) -> list:
+    """The contract versions (rows) that guarded LINE@CHANNEL at AT, as the gate then chose
+    them (each name's latest version by then), and NAMED (the version the move stored) when a
+    promote named it beyond them."""
+    c = s.contracts.c
+    on_channel = sa.select(c.name).where(c.channel == channel)
+    latest: dict = {}
+    for row in conn.execute(sa.select(s.contracts).where(c.name.in_(on_channel))):
+        known = latest.get(row.name)
+        if as_utc(row.created_at) <= at and (known is None or row.version > known.version):
+            latest[row.name] = row
+    rows = [
+        r
+        for _, r in sorted(latest.items())
+        if r.channel == channel and (not r.lines or line in r.lines)
+    ]
+    if named and named not in {r.id for r in rows}:
+        rows.append(contract_row(conn, named))
+    return rows
+
+
+def gate_rows(repo: Repo, move: Move, cache: dict) -> list[Check]:
+    """The gate's rows at MOVE (a promote or a force) beyond the metric tables of the
+    evaluations it names: for each contract version that guarded the channel, a missing
+    evaluation (and its metrics, not found), the channels it requires held before the move,
+    and the approvals recorded up to it."""
+    if move.action not in (Action.PROMOTE, Action.FORCE) or move.to is None:
+        return []
+    at, out = _moment(move.at), []
+    named = {e.contract_id for e in _evaluations(repo, move.to, cache) if e.id in move.evaluations}
+    held = _evaluations(repo, move.from_, cache) if move.from_ else []
+    with repo.db.read() as conn:
+        for row in guards_at(conn, move.line, move.channel, at, move.contract):
+            if row.id not in named:
+                prev = _holder_metrics(held, row.name, move.at) if move.from_ else None
+                out.append(missing_evaluation(row))
+                out += metric_checks(row.body, {}, prev, move.from_)
+            for ch in row.body["requires"]:
+                out.append(held_check(conn, move.to, move.line, ch, before=move.id))
+            if row.body["approvals"]:
+                n = approval_count(conn, move.to, move.channel, until=at)
+                out.append(approvals_check(n, row))
+    return out

@@ -5,13 +5,71 @@ narrow it to one page."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.ids import Kind, RefKind
-from mint.objects import LineInfo
+from mint.gates.history import move_of
+from mint.ids import Kind, RefKind, iso
+from mint.objects import LineInfo, Move
 from mint.repo import Repo
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a page shows beside a commit id: its message's first line, author, time and
+    the tags that point at it."""
+
+    id: str
+    kind: Kind
+    line: str
+    subject: str
+    author: str
+    at: str
+    tags: list[str]
+
+
+def summaries(repo: Repo, ids) -> dict[str, Summary]:
+    """Commit id -> Summary for the commits IDS (unknown ids are left out): two queries on
+    primary keys and the index on ref targets, for the few dozen ids a page shows."""
+    ids = sorted({i for i in ids if i})
+    if not ids:
+        return {}
+    c, r = s.commits.c, s.refs.c
+    tags: dict[str, list[str]] = defaultdict(list)
+    q = sa.select(c.id, c.kind, c.line, c.message, c.author, c.created_at).where(c.id.in_(ids))
+    t = sa.select(r.target, r.name).where(r.target.in_(ids), r.kind == RefKind.TAG)
+    with repo.db.read() as conn:
+        for target, name in conn.execute(t.order_by(r.name)):
+            tags[target].append(name)
+        found = conn.execute(q).all()
+    return {
+        row.id: Summary(
+            row.id,
+            Kind(row.kind),
+            row.line,
+            _subject(row.message),
+            row.author,
+            iso(row.created_at),
+            tags[row.id],
+        )
+        for row in found
+    }
+
+
+def _subject(message: str | None) -> str:
+    text = (message or "").strip()
+    return text.splitlines()[0] if text else ""
+
+
+def holder_move(repo: Repo, line: str, channel: str) -> Move | None:
+    """The move that put LINE@CHANNEL's holder there (None: no such channel)."""
+    r = s.refs.c
+    q = sa.select(r.entry).where(r.line == line, r.name == channel, r.kind == RefKind.CHANNEL)
+    with repo.db.read() as conn:
+        entry = conn.execute(q).scalar()
+        return move_of(conn, entry) if entry is not None else None
 
 
 def line_info(repo: Repo, name: str) -> LineInfo | None:

@@ -3,13 +3,16 @@ same token checks): one function per page, returning the template's context."""
 
 from __future__ import annotations
 
+import difflib
+
 from mint import api
 from mint.errors import RevisionNotFound
 from mint.ids import Kind, RefKind
-from mint.objects import CommitDetail
+from mint.objects import CommitDetail, Diff
 from mint.registry.auth import check_line, check_rev, visible
 from mint.registry.web import lineage, queries
-from mint.registry.web.channel_api import channel_view
+from mint.registry.web.card import card_of, read_text
+from mint.registry.web.channel_api import ChannelView, TimelineEntry, channel_view, timeline_entry
 from mint.repo import Repo
 from mint.team.tokens import Identity
 
@@ -36,7 +39,13 @@ def lines_page(repo: Repo, who: Identity, q: str, after: str | None) -> dict:
         {"line": i, "tags": tags.get(i.name, ([], 0)), "channels": channels.get(i.name, {})}
         for i in found
     ]
-    return {"rows": rows, "q": q, "next": more, "first": after is None}
+    shown = [i.head for i in found] + [t for r in rows for t in r["channels"].values()]
+    return {"rows": rows, "q": q, "next": more, "first": after is None} | known(repo, shown)
+
+
+def known(repo: Repo, ids) -> dict:
+    """The `known` commits a page's template shows beside each id (message, author, tags)."""
+    return {"known": queries.summaries(repo, ids)}
 
 
 def line_page(repo: Repo, who: Identity, line: str, after: str | None) -> dict:
@@ -46,12 +55,18 @@ def line_page(repo: Repo, who: Identity, line: str, after: str | None) -> dict:
     info = queries.line_info(repo, line)
     if info is None:
         raise RevisionNotFound(line, "no such line")
-    commits = api.log(repo, after or line, PAGE + 1) if info.head else []
+    try:
+        commits = api.log(repo, after or line, PAGE + 1) if info.head else []
+    except RevisionNotFound:
+        if after is None:
+            raise
+        raise RevisionNotFound(after, f"not a commit of line {line}") from None
     if commits and commits[0].line != line:
         raise RevisionNotFound(after or line, f"not a commit of line {line}")
     more = commits[PAGE].id if len(commits) > PAGE else None
     commits = commits[:PAGE]
     tags, channels = queries.badges(repo, line, [c.id for c in commits])
+    holders = api.tag_list(repo, line, RefKind.CHANNEL)
     return {
         "line": info,
         "commits": commits,
@@ -59,9 +74,9 @@ def line_page(repo: Repo, who: Identity, line: str, after: str | None) -> dict:
         "first": after is None,
         "tags": tags,
         "channels": channels,
-        "holders": api.tag_list(repo, line, RefKind.CHANNEL),
+        "holders": holders,
         "graph": lineage.layout(commits),
-    }
+    } | known(repo, [info.head] + [h.target for h in holders])
 
 
 def commit_page(repo: Repo, who: Identity, rev: str) -> dict:
@@ -73,12 +88,14 @@ def commit_page(repo: Repo, who: Identity, rev: str) -> dict:
     held = [
         c.name for c in api.tag_list(repo, detail.line, RefKind.CHANNEL) if c.target == detail.id
     ]
+    shown = detail.parents + [m.commit_id for m in detail.members]
     return {
         "c": detail,
         "evaluations": [api.evaluation_checks(repo, e) for e in evals],
         "held": held,
         "set": _set_view(repo, detail) if detail.kind == Kind.SET else None,
-    }
+        "card": card_of(repo.store, detail.files),
+    } | known(repo, shown)
 
 
 def _set_view(repo: Repo, detail: CommitDetail) -> dict:
@@ -86,7 +103,7 @@ def _set_view(repo: Repo, detail: CommitDetail) -> dict:
     cfg = detail.config or {}
     router, summary = cfg.get("router", {}), cfg.get("summary", {})
     prompts = {}
-    for path in (router.get("prompt"), summary.get("prompt")):
+    for path in _prompts(detail):
         if path in detail.files:
             prompts[path] = _text(repo, detail.files[path].sha256)
     return {
@@ -101,10 +118,8 @@ def _set_view(repo: Repo, detail: CommitDetail) -> dict:
 
 
 def _text(repo: Repo, blob: str, limit: int = 16_384) -> str:
-    with repo.store.open(blob) as f:
-        data = f.read(limit + 1)
-    text = data[:limit].decode("utf-8", errors="replace")
-    return text + ("\n…" if len(data) > limit else "")
+    text, more = read_text(repo.store, blob, limit)
+    return text + ("\n…" if more else "")
 
 
 def diff_page(repo: Repo, who: Identity, a: str, b: str, sort: str) -> dict:
@@ -117,17 +132,72 @@ def diff_page(repo: Repo, who: Identity, a: str, b: str, sort: str) -> dict:
         changed.sort(key=lambda t: (t.rel_delta is None, t.rel_delta or 0.0, t.name))
         if sort == "-delta":
             changed.reverse()
+    shown = known(repo, [d.a, d.b, *(x for pair in d.members.values() for x in pair)])
+    sets = all(getattr(shown["known"].get(x), "kind", None) == Kind.SET for x in (d.a, d.b))
     return {
         "d": d,
         "changed": changed,
         "sort": sort if sort in SORTS else "name",
         "ra": a,
         "rb": b,
+        "set": _set_diff(repo, d) if sets else None,
+    } | shown
+
+
+def _set_diff(repo: Repo, d: Diff) -> dict:
+    """Two sets' difference as a release owner reads it: each member that moved (old commit,
+    new commit), labels added and removed, the default, the prompts' text as a unified diff,
+    and the other keys of mol.toml that changed."""
+    ca, cb = api.show(repo, d.a), api.show(repo, d.b)
+    ra, rb = (ca.config or {}).get("router", {}), (cb.config or {}).get("router", {})
+    la, lb = ra.get("labels", []), rb.get("labels", [])
+    members = [(*key.split(":", 1), old, new) for key, (old, new) in sorted(d.members.items())]
+    return {
+        "members": members,
+        "added": [x for x in lb if x not in la],
+        "removed": [x for x in la if x not in lb],
+        "default": (ra.get("default"), rb.get("default")),
+        "prompts": _prompt_diffs(repo, ca, cb, d),
+        "other": {k: v for k, v in d.config.items() if k not in _SET_PARTS},
     }
+
+
+_SET_PARTS = ("router", "experts", "summary")
+
+
+def _prompt_diffs(repo: Repo, ca: CommitDetail, cb: CommitDetail, d: Diff) -> dict[str, str]:
+    """Path -> unified diff of each prompt file the two sets do not share byte for byte."""
+    out = {}
+    for path in sorted(_prompts(ca) | _prompts(cb)):
+        if path not in d.files:
+            continue
+        old, new = (_text(repo, c.files[path].sha256) if path in c.files else "" for c in (ca, cb))
+        lines = difflib.unified_diff(
+            old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}", lineterm=""
+        )
+        out[path] = "\n".join(lines)
+    return out
+
+
+def _prompts(detail: CommitDetail) -> set[str]:
+    cfg = detail.config or {}
+    return {p for part in ("router", "summary") if (p := cfg.get(part, {}).get("prompt"))}
 
 
 def channel_page(repo: Repo, who: Identity, ref: str, before: int | None) -> dict:
     """LINE@CHANNEL: its holder, a page of its moves newest first with the evidence of each,
     the pending approvals, and the gate for the line's head when it does not hold it (the
     same view as `GET /api/v1/channel`)."""
-    return {"v": channel_view(repo, who, ref, MOVES, before), "ref": ref, "first": before is None}
+    v = channel_view(repo, who, ref, MOVES, before)
+    moved = [x for e in v.moves for x in (e.move.to, e.move.from_)]
+    shown = [v.holder, v.head, *moved, *(a.commit_id for a in v.pending)]
+    context = {"v": v, "ref": ref, "first": before is None, "held": _held(repo, v)}
+    return context | known(repo, shown)
+
+
+def _held(repo: Repo, v: ChannelView) -> TimelineEntry | None:
+    """The move that put the holder there, with its evidence (None: nothing holds it)."""
+    move = queries.holder_move(repo, v.line, v.channel) if v.holder else None
+    if move is None:
+        return None
+    return timeline_entry(repo, move, {})
