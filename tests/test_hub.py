@@ -149,10 +149,13 @@ def test_pull_defaults_to_main_on_the_repo_name_and_tags(based, repo, hubsrv, mo
         assert (Path(out.path) / name).read_bytes() == (models["a1"] / name).read_bytes()
 
 
-def test_pull_prints_no_progress_when_piped(based):
+def test_pull_prints_one_summary_line_and_no_bar_when_piped(based):
     r = based("pull", "hf://org/ad@v1")
     assert r.code == 0, r
-    assert r.err == ""
+    assert len(r.err.splitlines()) == 1 and r.err.startswith("pulled "), r
+    assert "%|" not in r.err and "Fetching" not in r.err, r
+    quiet = based("pull", "hf://org/ad@v1", "--as", "ad-quiet", "--quiet")
+    assert quiet.code == 0 and quiet.err == "", quiet
 
 
 def test_pull_shows_progress_on_a_tty(repo, models, hf_env, hubsrv):
