@@ -14,6 +14,7 @@ one another (tests/test_layout.py checks it):
 - `support.serving`: real `mint serve` processes, and clients that keep requests flowing.
 - `support.concurrency`: many `mint` processes released at one moment.
 - `support.wire`: commit wire forms whose id is computed again after a change.
+- `support.browser`: Debian's Chromium driven by Selenium, for the pages and screenshots.
 """
 
 from __future__ import annotations

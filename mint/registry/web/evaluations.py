@@ -143,7 +143,7 @@ def _chosen(contract: Contract, metrics: list[str], metric: str | None) -> str |
         return metrics[0] if metrics else None
     if metric not in metrics:
         raise RevisionNotFound(
-            metric, f"contract {contract.name} has no such metric", nearest(metric, metrics)
+            metric, f"contract {contract.name} has no metric", nearest(metric, metrics)
         )
     return metric
 
