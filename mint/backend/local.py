@@ -22,6 +22,7 @@ REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "base_ls": ("mint.bases", "base_ls"),
     "resolve": ("mint.commits.repository", "resolve_rev"),
     "log": ("mint.commits.repository", "log"),
+    "search": ("mint.search", "search"),
     "show": ("mint.commits.repository", "show"),
     "ls": ("mint.commits.repository", "ls"),
     "diff": ("mint.commits.repository", "diff"),

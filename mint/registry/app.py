@@ -17,6 +17,7 @@ from mint.registry import (
     routes_events,
     routes_hf,
     routes_read,
+    routes_search,
     routes_team,
     routes_traces,
     routes_transfer,
@@ -52,6 +53,7 @@ def create_app(
     app.state.presign_threshold = presign_threshold
     for module in (
         routes_read,
+        routes_search,
         routes_write,
         routes_canary,
         routes_traces,
