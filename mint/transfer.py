@@ -38,6 +38,7 @@ from mint.ids import Action, Kind, RefKind, iso, utcnow
 from mint.refs import RefsContainer, check_name
 from mint.refs.tags import tag_in
 from mint.repo import Repo
+from mint.signing.commits import receive_signatures, signatures_wire
 from mint.wire import commit_wire as wire_form
 
 
@@ -133,7 +134,8 @@ def export_objects(conn, ids: list[str]) -> dict:
     commits = [commit_wire(conn, cid) for cid in ids]
     names = sorted({c["base"] for c in commits if c["base"]})
     bases = [_base_wire(conn, n) for n in names]
-    return {"bases": bases, "commits": commits, "evaluations": _evaluations_wire(conn, ids)}
+    payload = {"bases": bases, "commits": commits, "evaluations": _evaluations_wire(conn, ids)}
+    return payload | signatures_wire(conn, ids)
 
 
 def commit_wire(conn, cid: str) -> dict:
@@ -229,6 +231,7 @@ def import_objects(
         stored, present = _receive_commits(repo, conn, commits, admission)
         for ev in evaluations:
             _receive_evaluation(conn, ev, admission)
+        receive_signatures(conn, payload, admission.check_line)
         by = admission.by or "fetch"
         moved = [_push_head(conn, m, admission, by) for m in heads or []]
         made = [_push_tag(conn, *t, admission, by) for t in tags or []]

@@ -64,11 +64,11 @@ def commit(
         if same is not None:
             return same
         scanned = scan_adapter(adapter_dir, cache=cache)
-        if signing:
-            scanned = signing.unsigned(scanned)
         found = b.find_base(scanned.base_name, base)
         check_against_base(scanned.root, scanned.header, found.config, found.name)
         head, head_tree = b.line_head(line, Kind.ADAPTER)
+        if signing:
+            scanned = signing.checked(scanned, cache, head)
         hashed, staged = b.stage_adapter(scanned, cache)
     new = build_commit(
         Kind.ADAPTER,

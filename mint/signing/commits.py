@@ -18,13 +18,15 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits.rows import files_of, signatures_of
-from mint.errors import InvalidSignature, NotVerified
+from mint.errors import InvalidObject, InvalidSignature, NotVerified
 from mint.ids import utcnow
 from mint.objects import Signer, Verification
+from mint.received import listing
 from mint.refs import resolve
 from mint.signing import SIGNATURE_FILE
 from mint.signing.bundle import Statement, folder_digests, load_signer, read, sign, verify_with
 from mint.signing.keys import fingerprint, read_public, trusted_keys, unknown_key
+from mint.store import sha256_file
 
 
 def check(bundle: bytes, files: dict[str, str], commit: str, where: str) -> Statement:
@@ -197,10 +199,22 @@ class Signing:
             out.append(sign(digests, name, commit, self.private_key, self.password))
         return out
 
-    @staticmethod
-    def unsigned(scanned):
-        """SCANNED (a checked adapter folder) without its model.sig: a signature, no file."""
+    def checked(self, scanned, cache, head: str | None):
+        """SCANNED (a checked adapter folder) without its model.sig, which is a signature, not
+        a file, and which must sign these files (hashed now, unless CACHE, the stat cache,
+        knows them) and name no commit but HEAD: refused before anything is stored."""
         kept = tuple(f for f in scanned.files if f.path != SIGNATURE_FILE)
+        if self.found is not None:
+            where = str(self.folder / SIGNATURE_FILE)
+            st = read(self.found, where)
+            if st.commit is not None and st.commit != head:
+                raise InvalidSignature(where, f"it was made for commit {st.commit[:12]}")
+            paths = {f.path: st.files.get(f.path) for f in kept}
+            wrong = differences(st.files, paths) or differences(
+                st.files, {f.path: _sha256(f, cache) for f in kept}
+            )
+            if wrong:
+                raise InvalidSignature(where, f"it does not sign these files ({wrong})")
         return dataclasses.replace(scanned, files=kept)
 
     @staticmethod
@@ -209,3 +223,46 @@ class Signing:
         with repo.db.write() as conn:
             for bundle in bundles:
                 attach(conn, commit, digests, bundle, SIGNATURE_FILE)
+
+
+# --- on the wire (push, fetch, clone: mint.transfer) -------------------------------------
+
+
+def signatures_wire(conn, ids: list[str]) -> dict:
+    """The bundles commits IDS carry, as a push or fetch sends them beside the commits:
+    {"signatures": [{commit, bundle}, ...]}, or nothing when there are none."""
+    c = s.commit_signatures.c
+    q = sa.select(c.commit_id, c.bundle).where(c.commit_id.in_(ids)).order_by(c.added_at)
+    found = [{"commit": r.commit_id, "bundle": r.bundle} for r in conn.execute(q)] if ids else []
+    return {"signatures": found} if found else {}
+
+
+def receive_signatures(conn, payload: dict, check_line) -> None:
+    """Keep each bundle of PAYLOAD's signatures with its commit (see `receive`)."""
+    for wire in listing(payload.get("signatures", []), "signatures"):
+        receive(conn, wire, check_line)
+
+
+def receive(conn, wire: object, check_line) -> None:
+    """Keep a bundle that arrived (WIRE: {commit, bundle}) with its commit, which must be here
+    and on a line the sender reaches (CHECK_LINE raises otherwise), checked as a local commit
+    checks a folder's model.sig."""
+    if not (isinstance(wire, dict) and set(wire) == {"commit", "bundle"}):
+        raise InvalidObject("a signature is {commit, bundle}")
+    commit, bundle = wire["commit"], wire["bundle"]
+    if not (isinstance(commit, str) and isinstance(bundle, str)):
+        raise InvalidObject("a signature's commit and bundle are strings")
+    line = conn.execute(sa.select(s.commits.c.line).where(s.commits.c.id == commit)).scalar()
+    if line is None:
+        raise InvalidObject(f"a signature names commit {commit[:12]!r}, which is not here")
+    check_line(line)
+    try:
+        attach(conn, commit, blob_files(conn, commit), bundle.encode(), "a signature")
+    except InvalidSignature as exc:
+        raise InvalidObject(f"commit {commit[:12]}: {exc}") from None
+
+
+def _sha256(f, cache) -> str:
+    """The sha256 of scanned file F: from the stat cache if it knows F unchanged, else read."""
+    known = cache.get(f.abspath, f.stat)
+    return known.blob if known is not None else sha256_file(f.abspath)

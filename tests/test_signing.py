@@ -1,0 +1,306 @@
+"""Signing in the OpenSSF model-signing format (issue 23): keys, commit --sign, the checkout's
+model.sig, mint verify, interop both ways with the unmodified model_signing (its CLI as a
+process, its library), and forgeries refused in one line. SQLite and PostgreSQL (`repo`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from model_signing import verifying
+
+from mint import api, schema, transfer
+
+from conftest import one_line_error, refused, snapshot
+
+MODEL_SIGNING = str(Path(sys.executable).parent / "model_signing")
+WEIGHTS = "adapter_model.safetensors"
+
+
+def model_signing_cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([MODEL_SIGNING, *map(str, args)], capture_output=True, text=True)
+
+
+def generate(mint, folder: Path, *extra) -> dict:
+    r = mint("key", "generate", "--out", folder, "--json", *extra)
+    assert r.code == 0, r
+    return r.json()
+
+
+@pytest.fixture
+def signed(mint, models, tmp_path):
+    """A trusted key alice, and chat's head signed by it. Returns alice's generated key."""
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    alice = generate(mint, tmp_path / "alice")
+    assert mint("key", "add", "alice", alice["public_key"]).code == 0
+    r = mint("commit", "chat", models["a1"], "-m", "one", "--sign", alice["private_key"])
+    assert r.code == 0, r
+    return alice
+
+
+# --- keys ------------------------------------------------------------------------------
+
+
+def test_generate_writes_a_0600_private_key_and_prints_only_the_public_side(mint, tmp_path):
+    r = mint("key", "generate", "--out", tmp_path / "k")
+    assert r.code == 0, r
+    private, public = tmp_path / "k" / "signing.key", tmp_path / "k" / "signing.pub"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert b"PRIVATE KEY" in private.read_bytes() and "PRIVATE KEY" not in r.out + r.err
+    fingerprint = hashlib.sha256(public.read_bytes()).hexdigest()
+    assert str(public) in r.out and fingerprint in r.out
+    again = mint("key", "generate", "--out", tmp_path / "k")  # never over an existing key
+    one_line_error(again, "already")
+    assert b"PRIVATE KEY" in private.read_bytes() and again.err.count("PRIVATE") == 0
+
+
+def test_a_password_protected_key_signs_only_with_its_password(
+    repo, mint, models, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("KEY_PASSWORD", "correct horse")
+    key = generate(mint, tmp_path / "k", "--password-env", "KEY_PASSWORD")
+    assert key["encrypted"] and b"ENCRYPTED" in Path(key["private_key"]).read_bytes()
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    assert mint("key", "add", "ci", key["public_key"]).code == 0
+    sign = ("commit", "chat", models["a1"], "-m", "one", "--sign", key["private_key"])
+    monkeypatch.setenv("WRONG", "battery staple")
+    refused(mint, repo, sign, "it is encrypted")
+    refused(mint, repo, (*sign, "--password-env", "WRONG"), "password is wrong")
+    one_line_error(mint(*sign, "--password-env", "UNSET_VARIABLE"), "not set", code=2)
+    assert mint(*sign, "--password-env", "KEY_PASSWORD").code == 0
+    assert "signed by ci" in mint("verify", "chat").out
+
+
+def test_trusted_keys_are_added_listed_and_removed_by_name(repo, mint, tmp_path):
+    alice, bob = generate(mint, tmp_path / "a"), generate(mint, tmp_path / "b")
+    assert mint("key", "add", "alice", alice["public_key"]).code == 0
+    assert mint("key", "add", "bob", bob["public_key"]).code == 0
+    listed = mint("key", "ls", "--json").json()
+    assert [(k["name"], k["fingerprint"]) for k in listed] == [
+        ("alice", alice["fingerprint"]),
+        ("bob", bob["fingerprint"]),
+    ]
+    refused(mint, repo, ("key", "add", "alice", bob["public_key"]), "name is taken")
+    refused(mint, repo, ("key", "add", "carol", bob["public_key"]), "trusted as bob")
+    line = one_line_error(mint("key", "add", "carol", alice["private_key"]), "private key")
+    assert "BEGIN" not in line
+    one_line_error(mint("key", "add", "carol", tmp_path / "a"), code=2)  # a folder
+    assert mint("key", "rm", "bob").code == 0
+    assert [k.name for k in api.key_ls(repo)] == ["alice"]
+    one_line_error(mint("key", "rm", "alise"), "did you mean alice")
+
+
+# --- a mint checkout, verified by model_signing ------------------------------------------
+
+
+def test_a_signed_checkout_verifies_with_model_signings_cli_and_library(
+    repo, mint, signed, tmp_path
+):
+    checkout = tmp_path / "co"
+    assert mint("checkout", "chat", checkout).code == 0
+    assert (checkout / "model.sig").is_file()
+    assert sorted(p.name for p in checkout.iterdir()) == sorted(
+        [*api.show(repo, "chat").files, "model.sig"]
+    )
+    cli = model_signing_cli(
+        "verify",
+        "key",
+        checkout,
+        "--signature",
+        checkout / "model.sig",
+        "--public_key",
+        signed["public_key"],
+    )
+    assert cli.returncode == 0 and "Verification succeeded" in cli.stdout, cli
+    verifier = verifying.Config().use_elliptic_key_verifier(public_key=signed["public_key"])
+    verifier.verify(checkout, checkout / "model.sig")  # raises if it does not verify
+    cid = api.resolve(repo, "chat")
+    r = mint("verify", "chat", "--json")
+    assert r.code == 0, r
+    assert r.json() == {
+        "target": cid,
+        "signers": [{"key": "alice", "fingerprint": signed["fingerprint"], "bound": True}],
+    }
+    assert "commit signed by alice" in mint("verify", "--dir", checkout).out
+
+
+def test_the_signature_lists_the_blob_ids_and_ignores_model_sig(repo, mint, signed, tmp_path):
+    bundle = json.loads(api.show(repo, "chat").signatures[0])
+    import base64
+
+    statement = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+    predicate = statement["predicate"]
+    files = api.show(repo, "chat").files
+    assert {r["name"]: r["digest"] for r in predicate["resources"]} == {
+        p: f.sha256 for p, f in files.items()
+    }
+    assert "model.sig" in predicate["serialization"]["ignore_paths"]
+    assert predicate["serialization"]["method"] == "files"
+    assert predicate["mint"] == {"commit": api.resolve(repo, "chat")}
+    assert bundle["verificationMaterial"]["publicKey"]["hint"] == signed["fingerprint"]
+    assert bundle["verificationMaterial"]["tlogEntries"] == []  # offline: no transparency log
+
+
+# --- a folder signed by model_signing, committed by mint -----------------------------------
+
+
+def test_a_folder_signed_by_model_signings_cli_keeps_its_signature(repo, mint, models, tmp_path):
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    key = generate(mint, tmp_path / "k")
+    folder = tmp_path / "folder"
+    shutil.copytree(models["a1"], folder)
+    sign = model_signing_cli(
+        "sign", "key", folder, "--signature", folder / "model.sig", "--private_key",
+        key["private_key"],
+    )  # fmt: skip
+    assert sign.returncode == 0, sign
+    assert mint("commit", "chat", folder, "-m", "signed elsewhere").code == 0
+    assert "model.sig" not in api.show(repo, "chat").files  # a signature, not a file
+    one_line_error(mint("verify", "chat"), "not trusted here")
+    assert mint("key", "add", "vendor", key["public_key"]).code == 0
+    assert "files signed by vendor" in mint("verify", "chat").out
+    checkout = tmp_path / "co"
+    assert mint("checkout", "chat", checkout).code == 0
+    assert (checkout / "model.sig").read_bytes() == (folder / "model.sig").read_bytes()
+    verifier = verifying.Config().use_elliptic_key_verifier(public_key=key["public_key"])
+    verifier.verify(checkout, checkout / "model.sig")
+
+
+def test_a_model_sig_of_other_files_is_refused_at_commit(repo, mint, signed, models, tmp_path):
+    folder = tmp_path / "a2"
+    shutil.copytree(models["a2"], folder)
+    checkout = tmp_path / "co"
+    assert mint("checkout", "chat", checkout).code == 0
+    shutil.copy(checkout / "model.sig", folder / "model.sig")
+    refused(mint, repo, ("commit", "chat", folder, "-m", "x"), "does not sign these files")
+    # the same files on another line: a new commit, which chat's signature does not name
+    refused(mint, repo, ("commit", "chat2", checkout, "-m", "x"), "made for commit")
+
+
+# --- forgeries: each refused by mint verify in one line -----------------------------------
+
+
+def test_a_changed_byte_or_a_swapped_file_in_a_checkout_is_refused(mint, signed, models, tmp_path):
+    changed, swapped = tmp_path / "changed", tmp_path / "swapped"
+    for folder in (changed, swapped):
+        assert mint("checkout", "chat", folder).code == 0
+    data = bytearray((changed / WEIGHTS).read_bytes())
+    data[-1] ^= 0x01
+    (changed / WEIGHTS).chmod(0o644)
+    (changed / WEIGHTS).write_bytes(bytes(data))
+    one_line_error(mint("verify", "--dir", changed), f"{WEIGHTS} differs")
+    (swapped / WEIGHTS).chmod(0o644)
+    shutil.copy(models["a2"] / WEIGHTS, swapped / WEIGHTS)
+    one_line_error(mint("verify", "--dir", swapped), f"{WEIGHTS} differs")
+    (swapped / "extra.txt").write_text("added")
+    shutil.copy(models["a1"] / WEIGHTS, swapped / WEIGHTS)
+    one_line_error(mint("verify", "--dir", swapped), "extra.txt is not signed")
+
+
+def test_a_signature_by_an_untrusted_key_is_refused(repo, mint, models, tmp_path):
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    alice, mallory = generate(mint, tmp_path / "a"), generate(mint, tmp_path / "m")
+    assert mint("key", "add", "alice", alice["public_key"]).code == 0
+    assert (
+        mint("commit", "chat", models["a1"], "-m", "x", "--sign", mallory["private_key"]).code == 0
+    )
+    line = one_line_error(mint("verify", "chat"), "not trusted here")
+    assert mallory["fingerprint"][:16] in line
+    one_line_error(mint("verify", "chat", "--key", "alice"), "not trusted here")
+    r = mint("verify", "chat", "--public-key", mallory["public_key"])
+    assert r.code == 0 and "signed by the given key" in r.out
+    assert mint("key", "rm", "alice").code == 0
+    one_line_error(mint("verify", "chat", "--key", "alice"), "no trusted key named")
+
+
+def test_no_signature_at_all_is_one_line(mint, models):
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    assert mint("commit", "chat", models["a1"], "-m", "x").code == 0
+    one_line_error(mint("verify", "chat"), "carries no signature")
+
+
+def _forge(repo, rev: str, bundle: str) -> None:
+    """What an attacker who writes the database directly would do: attach BUNDLE to REV."""
+    with repo.db.write() as conn:
+        conn.execute(
+            schema.commit_signatures.insert().values(
+                commit_id=api.resolve(repo, rev),
+                sha256=hashlib.sha256(bundle.encode()).hexdigest(),
+                bundle=bundle,
+                key_hint=None,
+                added_at=sa.func.now(),
+            )
+        )
+
+
+def test_a_bundle_replayed_onto_another_commit_is_refused(repo, mint, signed, models):
+    bundle = api.show(repo, "chat").signatures[0]
+    assert mint("commit", "chat", models["a2"], "-m", "other files").code == 0
+    _forge(repo, "chat", bundle)
+    one_line_error(mint("verify", "chat"), f"{WEIGHTS} differs")
+    # the same files, another commit (line chat2): the bundle names the commit it signed
+    assert mint("commit", "chat2", models["a1"], "-m", "same files").code == 0
+    _forge(repo, "chat2", bundle)
+    one_line_error(mint("verify", "chat2"), "made for commit")
+    assert mint("verify", "chat~1").code == 0  # the commit it was made for still verifies
+
+
+def test_a_bundle_whose_signature_was_altered_is_refused(repo, mint, signed, models):
+    bundle = json.loads(api.show(repo, "chat").signatures[0])
+    sig = bundle["dsseEnvelope"]["signatures"][0]
+    sig["sig"] = sig["sig"][:-8] + ("A" * 8 if not sig["sig"].endswith("A" * 8) else "B" * 8)
+    assert mint("commit", "chat2", models["a1"], "-m", "same files").code == 0
+    with repo.db.write() as conn:  # the payload names chat's commit: keep only the signature
+        conn.execute(schema.commit_signatures.delete())
+    _forge(repo, "chat", json.dumps(bundle))
+    one_line_error(mint("verify", "chat"), "does not verify")
+
+
+# --- signatures travel with their commits --------------------------------------------------
+
+
+def test_signatures_are_sent_with_their_commits_and_checked_on_arrival(
+    repo, mint, signed, tmp_path
+):
+    dst, _ = api.init(tmp_path / "dst")
+    try:
+        head = api.resolve(repo, "chat")
+        with repo.db.read() as conn:
+            ids = transfer.reachable(conn, [head], [])
+            payload = transfer.export_objects(conn, ids)
+        for blob in transfer.blob_sizes(repo.db.engine.connect(), ids):
+            with repo.store.open(blob) as f:
+                dst.store.put_bytes(f.read())
+        tampered = json.loads(json.dumps(payload))
+        tampered["signatures"][0]["commit"] = "f" * 64
+        before = snapshot(dst)
+        with pytest.raises(Exception, match="not here"):
+            transfer.import_objects(dst, tampered, pushed_by=None)
+        assert snapshot(dst) == before
+        transfer.import_objects(dst, payload, pushed_by=None)
+        assert api.show(dst, head).signatures == api.show(repo, head).signatures
+        api.key_add(dst, "alice", signed["public_key"], by="x")
+        assert [s.key for s in api.verify(dst, head).signers] == ["alice"]
+    finally:
+        dst.close()
+
+
+def test_private_keys_never_enter_the_repository(repo, mint, signed):
+    secret = Path(signed["private_key"]).read_bytes()
+    with repo.db.read() as conn:
+        everything = repr(snapshot(repo)) + repr(
+            conn.execute(sa.select(schema.signing_keys)).all()
+        )
+    assert b"PRIVATE" not in everything.encode() and secret.decode() not in everything
+    for blob in repo.store.iter():
+        with repo.store.open(blob) as f:
+            assert b"PRIVATE KEY" not in f.read()
+    assert os.environ.get("MINT_DEBUG") is None
