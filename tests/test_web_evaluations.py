@@ -151,9 +151,16 @@ def test_the_table_has_each_evaluated_commit_newest_first_with_each_metric(site)
     assert site.ids[3] in b.current_url
 
 
+def test_the_line_page_links_to_its_evaluations_and_their_contracts(site):
+    b = site.open("/line/chat")
+    b.find_element("id", "evaluations-link").click()
+    wait_for(b, lambda: b.find_element("id", "contract").text == "odd")  # the first by name
+    b.find_element("link text", "quality").click()
+    wait_for(b, lambda: b.find_element("id", "contract").text == "quality")
+    assert b.current_url.endswith("/evaluations/chat@quality")
+
+
 def test_the_chart_marks_the_holders_and_draws_the_contracts_bound(site):
-    b = site.open("/evaluations/chat")  # the first contract evaluated on chat: odd, then
-    assert b.find_element("id", "contract").text == "odd"
     b = site.open("/evaluations/chat@quality")
     assert b.find_element("css selector", "#metrics .current").text == "accuracy"
     points = b.find_elements("css selector", "#chart circle.point")
