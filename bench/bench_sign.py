@@ -1,0 +1,155 @@
+#!/usr/bin/env python
+"""The cost of `mint commit --sign` on an 80 MB, 7B-shaped LoRA adapter (issue 23).
+
+Figures:
+  * in-process: `api.commit(..., sign=KEY)` of a new version against `api.commit` of another
+    new version, alternating which goes first: target <= 1.10x (the signature lists the blob
+    ids the commit computes anyway: nothing is read twice)
+  * whole-process: `mint commit --sign KEY` against `mint commit`, as new processes (the
+    signed one also imports model_signing, which loads sigstore): for information, and
+    the same <= 1.10x asked of it
+  * for information: `mint verify REV` (the signature checked against the blob ids), and
+    `mint verify --dir CHECKOUT` (every file hashed again, as `model_signing verify` does)
+
+Every version is a new folder, written before the timed part and left past the stat cache's
+racy window (bench_store's `versions`), so both sides read warm files and neither is answered
+by the stat cache; dirty pages are flushed (untimed) between measurements. min, median and
+max over the runs; the ratio is of the medians.
+
+    python bench/bench_sign.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_store as store  # noqa: E402
+
+import _common as c  # noqa: E402
+
+
+def in_process(repo, tmp: Path, key: Path, runs: int) -> dict:
+    """Unsigned and signed commits of new versions, alternating."""
+    from mint import api
+
+    out = {"plain": [], "signed": []}
+    for i, (a, b) in enumerate(zip(*[iter(store.versions(tmp, "v", 2 * runs, seed=100))] * 2)):
+
+        def plain() -> None:
+            t, r = c.timed(lambda: api.commit(repo, "plain", a, f"v{i}", author="b"))
+            assert r.created, r
+            out["plain"].append(t)
+            store.sync()
+
+        def signed() -> None:
+            t, r = c.timed(lambda: api.commit(repo, "signed", b, f"v{i}", author="b", sign=key))
+            assert r.created, r
+            out["signed"].append(t)
+            store.sync()
+
+        for fn in (plain, signed) if i % 2 else (signed, plain):
+            fn()
+    return out
+
+
+def whole_process(repo, tmp: Path, key: Path, runs: int) -> dict:
+    """`mint commit` and `mint commit --sign` as new processes, alternating; then verify."""
+    env = {**os.environ, "MINT_USER": "bench", "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    mint = [str(Path(sys.executable).parent / "mint"), "--repo", str(repo.root)]
+
+    def run(*args: str) -> float:
+        t0 = time.perf_counter()
+        subprocess.run([*mint, *args], check=True, env=env, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+    run("log", "-n", "1")  # warm: bytecode written, page cache
+    run("verify", "signed")  # warm model_signing's bytecode too
+    out = {"plain": [], "signed": [], "verify": [], "verify_dir": []}
+    for i, (a, b) in enumerate(zip(*[iter(store.versions(tmp, "w", 2 * runs, seed=900))] * 2)):
+
+        def plain() -> None:
+            out["plain"].append(run("commit", "plain-cli", str(a), "-m", f"w{i}"))
+            store.sync()
+
+        def signed() -> None:
+            out["signed"].append(run("commit", "signed-cli", str(b), "-m", f"w{i}", "--sign", key))
+            store.sync()
+
+        for fn in (plain, signed) if i % 2 else (signed, plain):
+            fn()
+        out["verify"].append(run("verify", "signed-cli"))
+        dest = tmp / f"co-{i}"
+        run("checkout", "signed-cli", str(dest))
+        out["verify_dir"].append(run("verify", "--dir", str(dest)))
+    return out
+
+
+def run(runs: int) -> dict:
+    from mint import api
+    from mint.repo import init
+
+    tmp = Path(tempfile.mkdtemp(prefix="mint-bench-sign-", dir=os.environ.get("MINT_BENCH_TMP")))
+    try:
+        repo, _ = init(tmp / "repo")
+        api.base_add(repo, store.BASE_NAME, store.write_base_config(tmp / "base"))
+        key = api.key_generate(tmp / "keys")
+        api.key_add(repo, "bench", key.public_key, by="b")
+        size = store.write_adapter(tmp / "warm", seed=0)
+        # warm-up: imports (model_signing's too), the first connection
+        api.commit(repo, "signed", tmp / "warm", "warm-up", author="b", sign=key.private_key)
+        inproc = in_process(repo, tmp, Path(key.private_key), runs)
+        whole = whole_process(repo, tmp, Path(key.private_key), runs)
+        repo.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"adapter_bytes": size, "runs": runs, "in_process": inproc, "whole_process": whole}
+
+
+def spread(values: list[float]) -> list[str]:
+    return [f"{min(values):.3f}", f"{c.median(values):.3f}", f"{max(values):.3f}"]
+
+
+def report(r: dict) -> str:
+    rows = []
+    for where in ("in_process", "whole_process"):
+        m = r[where]
+        ratio = c.median(m["signed"]) / c.median(m["plain"])
+        rows.append([f"{where}: commit", *spread(m["plain"]), "", ""])
+        rows.append([f"{where}: commit --sign", *spread(m["signed"]), f"{ratio:.3f}x"])
+        rows[-1].append(c.verdict(ratio, 1.10))
+    w = r["whole_process"]
+    rows.append(["mint verify REV", *spread(w["verify"]), "", ""])
+    rows.append(["mint verify --dir CHECKOUT", *spread(w["verify_dir"]), "", ""])
+    mb = r["adapter_bytes"] / 1e6
+    title = f"Signing: {mb:.1f} MB adapter, seconds over {r['runs']} runs (ratio of medians)"
+    header = ["", "min", "median", "max", "ratio", "target <= 1.10x"]
+    return c.table(title, header, rows)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--runs", type=int, default=5)
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    r = run(args.runs)
+    r["wall_s"] = time.perf_counter() - t0
+    r["environment"] = c.environment()
+    print(report(r))
+    path = c.write_json("bench_sign", r)
+    print(f"\n(results in {path.relative_to(c.REPO_ROOT)}; {r['wall_s']:.0f} s)")
+    return r
+
+
+if __name__ == "__main__":
+    main()
