@@ -26,6 +26,7 @@ def cli_error_mappings() -> dict[type[Exception], tuple[Hint, int]]:
 
     codes = {e.GateRefused: EXIT_GATE, e.ForceNeedsReason: EXIT_USAGE}
     hints = {**_store_hints(e), **_input_hints(e), **_hub_hints(e), **_registry_hints(e)}
+    hints |= _signing_hints(e)
     hints |= _runtime_hints()
     hints |= {e.GateRefused: None, e.MintError: None}
     return {klass: (hint, codes.get(klass, EXIT_ERROR)) for klass, hint in hints.items()}
@@ -99,6 +100,19 @@ def _registry_hints(e) -> dict:
         e.MissingObjects: "push what it refers to first (mint push sends it all in order)",
         e.ContractConflict: "a recorded contract version never changes: `mint contract add` "
         "the registry's version (`mint contract show NAME` there), or ask an admin",
+    }
+
+
+def _signing_hints(e) -> dict:
+    return {
+        e.SigningUnavailable: "install the sign extra: pip install 'mint[sign]'",
+        e.KeyExists: "see `mint key ls`",
+        e.InvalidSignature: "remove that model.sig, or sign the commit with --sign KEY",
+        e.NotVerified: lambda x: (
+            "trust the signer's public key with `mint key add NAME PUBLIC.pem`"
+            if "not trusted here" in str(x.why)
+            else None
+        ),
     }
 
 
