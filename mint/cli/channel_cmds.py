@@ -166,7 +166,7 @@ def history(repo, ref, n, before, as_json) -> None:
 @with_repo
 def status(repo, limit, after, as_json) -> None:
     """Every line with its head and the holder of each channel, by name (--limit and --after
-    page through them)."""
+    page through them); REMOTE/CHANNEL is a remote's channel as the last fetch saw it."""
     items = api.status(repo, **_given(limit=limit, after=after))
     if as_json:
         return emit_json(items)
@@ -175,7 +175,7 @@ def status(repo, limit, after, as_json) -> None:
             s.name,
             s.kind,
             short(s.head),
-            " ".join(f"{k}={short(v)}" for k, v in s.channels.items()) or "-",
+            " ".join(f"{k}={short(v)}" for k, v in (s.channels | s.remote).items()) or "-",
         ]
         for s in items
     ]

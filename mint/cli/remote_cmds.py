@@ -78,7 +78,9 @@ def remote_ls(ctx: Context, as_json: bool) -> None:
 def remote_remove(ctx: Context, name: str, as_json: bool) -> None:
     """Forget remote NAME (the registry is not touched)."""
 
-    r = api.remote_remove(_local(ctx, "remote remove").mint_dir, name)
+    repo = _local(ctx, "remote remove")
+    r = api.remote_remove(repo.mint_dir, name)
+    api.remote_refs_forget(repo, r.name)  # as git forgets refs/remotes/NAME/
     emit_json(r) if as_json else echo(f"removed remote {r.name} ({r.url})")
 
 
@@ -131,13 +133,21 @@ def _refused(messages: list[str]) -> None:
 @quiet_option
 @click.pass_obj
 def fetch(ctx: Context, remote_name, lines, as_json, quiet) -> None:
-    """Bring LINEs (default: all) from REMOTE with their tags and evaluations."""
+    """Bring LINEs (default: all) from REMOTE with their tags and evaluations; keep REMOTE's
+    channels and tags as LINE@REMOTE/NAME (read-only; pruned when the registry drops them)."""
 
     repo = _local(ctx, "fetch")
     source = _registry(ctx, remote_name)
     with transfer_progress("fetch", quiet, as_json) as progress:
         try:
-            r = api.fetch(repo, source, list(lines) or None, by=current_user(), progress=progress)
+            r = api.fetch(
+                repo,
+                source,
+                list(lines) or None,
+                by=current_user(),
+                progress=progress,
+                name=None if is_url(remote_name) else remote_name,
+            )
         finally:
             source.close()
         progress.close()
@@ -159,6 +169,8 @@ def _fetched(r) -> None:
         echo(f"  {f.line}: {where}" + (f"  [{channels}]" if channels else ""))
     for t in r.tags:
         echo(f"  tag {t}")
+    for ref in r.pruned:
+        echo(f"  pruned {ref} (gone from the registry)")
 
 
 @click.command()

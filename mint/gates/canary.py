@@ -43,6 +43,7 @@ from mint.gates.contracts import get_row
 from mint.ids import Action, CanaryOutcome, CommitId, Kind, RefKind, as_utc, iso, utcnow
 from mint.objects import Canary, CanaryStatus, GateReport, VariantStats
 from mint.refs import RefsContainer, check_text, resolve
+from mint.refs.revisions import check_local_ref
 from mint.repo import Repo
 
 Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
@@ -55,6 +56,7 @@ def split_ref(ref: str) -> tuple[str, str]:
     line, _, channel = ref.partition("@")
     if not line or not channel or any(c in channel for c in "~^"):
         raise RevisionNotFound(ref, "expected LINE@CHANNEL")
+    check_local_ref("channel", channel)
     return line, channel
 
 

@@ -9,6 +9,7 @@ from mint.commits.rows import lines_page
 from mint.errors import InvalidConfig, RevisionNotFound
 from mint.ids import Action, Kind, RefKind, iso
 from mint.objects import LineStatus, Move
+from mint.refs import remote_refs
 from mint.refs.revisions import near_refs
 from mint.repo import Repo
 
@@ -86,8 +87,16 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
         if limit is not None or after is not None:
             q = q.where(ref.line >= lines[0].name, ref.line <= lines[-1].name)
         held = conn.execute(q.order_by(ref.kind, ref.line, ref.name)).all()
+        tracked = remote_refs.tracked(conn, lines=(lines[0].name, lines[-1].name))
     channels: dict[str, dict[str, str]] = {}
     for line, name, target in held:
         channels.setdefault(line, {})[name] = target
+    remote: dict[str, dict[str, str]] = {}
+    for r in tracked:
+        if r.kind == RefKind.CHANNEL:
+            remote.setdefault(r.line, {})[f"{r.remote}/{r.name}"] = r.target
     kinds = {k.value: k for k in Kind}
-    return [LineStatus(n, kinds[k], head, channels.get(n, {})) for n, k, head in lines]
+    return [
+        LineStatus(n, kinds[k], head, channels.get(n, {}), remote.get(n, {}))
+        for n, k, head in lines
+    ]

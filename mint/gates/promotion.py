@@ -33,7 +33,7 @@ from mint.ids import Action, CommitId, RefKind, iso, utcnow
 from mint.objects import Approval, Evaluation, GateReport, Move
 from mint.refs import Ref, RefsContainer, check_name, check_text, resolve
 from mint.refs.channel_names import check_channel_name, check_new_channel, guard_of
-from mint.refs.revisions import near_refs
+from mint.refs.revisions import check_local_ref, near_refs
 from mint.repo import Repo
 
 PROMOTE_ATTEMPTS = 20
@@ -148,6 +148,7 @@ def rollback(
     line, _, channel = ref.partition("@")
     if not line or not channel:
         raise RevisionNotFound(ref, "expected LINE@CHANNEL")
+    check_local_ref("channel", channel)
     check_text("reason", reason)
     with repo.db.write() as conn:
         refs = RefsContainer(conn)
@@ -230,6 +231,7 @@ def channel_rm(repo: Repo, ref: str, *, by: str) -> Move:
     line, _, channel = ref.partition("@")
     if not line or not channel:
         raise RevisionNotFound(ref, "expected LINE@CHANNEL")
+    check_local_ref("channel", channel)
     with repo.db.write() as conn:
         refs = RefsContainer(conn)
         current = refs.get(line, channel)

@@ -1,7 +1,9 @@
 """Names and revisions: one resolver for every revision form.
 
-Revision syntax: LINE, LINE@TAG, LINE@CHANNEL, LINE@HEXPREFIX, REV~N, a full id or a unique
-hex prefix of 7 or more characters. A LINE may be NAMESPACE/NAME.
+Revision syntax: LINE, LINE@TAG, LINE@CHANNEL, LINE@REMOTE/NAME (a remote's tag or channel
+as last fetched), LINE@HEXPREFIX, REV~N, a full id or a unique hex prefix of 7 or more
+characters. A LINE may be NAMESPACE/NAME. LINE@NAME is the line's own tag or channel NAME, else
+the remote-tracking REMOTE/NAME of the one remote that has it (`mint.refs.remote_refs`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from sqlalchemy.engine import Connection
 from mint import schema as s
 from mint.errors import AmbiguousRevision, InvalidName, RevisionNotFound
 from mint.ids import CommitId, RefKind
+from mint.refs import remote_refs
+from mint.refs.remote_refs import RemoteRef
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _HEX = re.compile(r"^[0-9a-f]{7,64}$")
@@ -27,6 +31,11 @@ _REV = re.compile(r"^(?P<base>[^~]+)(?P<tilde>(?:~\d*)*)$")
 NAMESPACED = ("line", "set")  # kinds whose names may be NAMESPACE/NAME
 MAX_NAME = 100
 SUGGESTIONS = 3  # known names a "did you mean" offers at most
+READ_ONLY_REMOTE = ("tag", "channel")  # kinds whose REMOTE/NAME is a remote-tracking ref
+REMOTE_READ_ONLY = (
+    "REMOTE/NAME is a remote's tag or channel as the last fetch saw it, read-only here: "
+    "only a fetch moves it; change it on the registry"
+)
 
 
 def check_name(kind: str, name: str) -> str:
@@ -34,13 +43,21 @@ def check_name(kind: str, name: str) -> str:
     set's) name may be NAMESPACE/NAME: one slash between two such names."""
     if not isinstance(name, str) or not name:
         raise InvalidName(kind, str(name), "it is empty")
-    if kind in NAMESPACED and name.count("/") == 1:
+    if name.count("/") == 1 and (kind in NAMESPACED or kind in READ_ONLY_REMOTE):
         if len(name) > MAX_NAME:
             raise InvalidName(kind, name, f"it is longer than {MAX_NAME} characters")
         for part in name.split("/"):
             _check_part(kind, name, part)
+        if kind in READ_ONLY_REMOTE:
+            raise InvalidName(kind, name, REMOTE_READ_ONLY)
         return name
     return _check_part(kind, name, name)
+
+
+def check_local_ref(kind: str, name: str) -> None:
+    """Refuse NAME, of a tag or channel to change, when it is a remote-tracking REMOTE/NAME."""
+    if isinstance(name, str) and name.count("/") == 1:
+        check_name(kind, name)
 
 
 def _check_part(kind: str, name: str, part: str) -> str:
@@ -75,6 +92,18 @@ class Resolved:
     line: str | None  # the line named in the revision, if any
     ref: str | None  # the tag or channel named, if any
     ref_kind: RefKind | None
+    remote: str | None = None  # the remote whose tag or channel as last fetched it names
+
+
+def _remote_ref(conn: Connection, line: str, name: str, rev: str) -> RemoteRef | None:
+    """The remote-tracking ref LINE@NAME names (REMOTE/NAME, or NAME on the one remote that has
+    it), or None; NAME on remotes that disagree is refused, naming each."""
+    found = remote_refs.named(conn, line, name)
+    if len({r.target for r in found}) > 1:
+        raise RevisionNotFound(
+            rev, f"remotes disagree on {name!r}: name one", [r.ref for r in found][:SUGGESTIONS]
+        )
+    return found[0] if found else None
 
 
 def resolve(conn: Connection, rev: str) -> Resolved:
@@ -116,6 +145,9 @@ def _resolve_base(conn: Connection, base: str, rev: str, tilde: str = "") -> Res
         ).first()
         if row:
             return Resolved(CommitId(row.target), line, name, row.kind)
+        tracking = _remote_ref(conn, line, name, rev)
+        if tracking is not None:
+            return Resolved(tracking.target, line, name, tracking.kind, tracking.remote)
         if is_hex_prefix(name):
             return Resolved(_by_prefix(conn, name, rev, line=line), line, None, None)
         near = [n + tilde for n in near_refs(conn, line, name)]
@@ -153,7 +185,10 @@ def near_refs(conn: Connection, line: str, name: str, kind: RefKind | None = Non
     KIND, if given) of LINE nearest to NAME; when there is no line LINE, NAME (or the
     nearest to it) on each of the lines nearest to LINE."""
     if find_line(conn, line) is not None:
-        return [f"{line}@{n}" for n in nearest(name, _ref_names(conn, line, kind))]
+        names = _ref_names(conn, line, kind)
+        if kind is None:  # a revision may also name a remote-tracking ref
+            names += remote_refs.names_of(conn, line)
+        return [f"{line}@{n}" for n in nearest(name, names)]
     near = []
     for other in _line_names(conn, line):
         names = _ref_names(conn, other, kind)

@@ -10,7 +10,14 @@ from mint.ids import Action, CommitId, RefKind, iso
 from mint.objects import RefInfo
 from mint.refs.channel_names import check_tag_name
 from mint.refs.container import Ref, RefsContainer
-from mint.refs.revisions import check_name, check_text, line_of, near_refs, resolve
+from mint.refs.revisions import (
+    check_local_ref,
+    check_name,
+    check_text,
+    line_of,
+    near_refs,
+    resolve,
+)
 from mint.repo import Repo
 
 
@@ -79,6 +86,7 @@ def tag_delete(repo: Repo, ref: str, *, by: str) -> RefInfo:
     line, _, name = ref.partition("@")
     if not line or not name:
         raise RevisionNotFound(ref, "expected LINE@TAG")
+    check_local_ref("tag", name)
     with repo.db.write() as conn:
         refs = RefsContainer(conn)
         found = refs.get(line, name)

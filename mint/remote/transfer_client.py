@@ -7,8 +7,9 @@ together with each line head's move by compare-and-swap from where the registry 
 (fast-forward only, unless forced) and the tags, in the registry's one transaction. Fetch does
 the same the other way: blobs first, put in the local store (durable before any metadata
 refers to them), then the objects, then a local head that fast-forwards; a line that has
-diverged is left alone. Tags travel and never move; channels never travel: fetch reports
-where they stand.
+diverged is left alone. Tags travel and never move; channels never travel. A fetch keeps the
+registry's channels and tags of each line it fetched as the remote's read-only remote-tracking
+refs, `LINE@REMOTE/NAME` (`mint.refs.remote_refs`), pruning those the registry dropped.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from mint.errors import (
     WrongKind,
 )
 from mint.ids import RefKind
-from mint.refs import RefsContainer, resolve
+from mint.refs import RefsContainer, remote_refs, resolve
 from mint.refs.revisions import check_name
 from mint.refs.tags import tag_in
 from mint.remote import reads
@@ -226,7 +227,7 @@ def _tip(conn, spec: str) -> tuple[str, str, str | None]:
     cid = found.id
     if rows.commit_row(conn, cid).line != line:
         raise WrongKind(f"{spec} is a commit of line {rows.commit_row(conn, cid).line}")
-    return line, cid, found.ref if found.ref_kind == "tag" else None
+    return line, cid, found.ref if found.ref_kind == "tag" and found.remote is None else None
 
 
 def _known(conn, cid: str) -> bool:
@@ -303,6 +304,8 @@ class FetchResult:
     bytes: int
     tags: list[str] = field(default_factory=list)  # LINE@TAG created here
     conflicts: list[str] = field(default_factory=list)  # tags left alone, one line each
+    tracking: str | None = None  # the remote whose channels and tags are kept (None: none)
+    pruned: list[str] = field(default_factory=list)  # LINE@REMOTE/NAME the registry dropped
 
 
 def fetch(
@@ -312,15 +315,19 @@ def fetch(
     *,
     by: str,
     progress: Progress | None = None,
+    name: str | None = None,
 ) -> FetchResult:
     """Bring LINES (default: every line) of the registry here, with their tags and
-    evaluations; a local head only fast-forwards (see the module's docstring)."""
+    evaluations; a local head only fast-forwards (see the module's docstring). The registry's
+    channels and tags of each line are kept as remote-tracking refs of remote NAME (default:
+    the remote whose URL it is; none for a URL no remote has), pruned as git's fetch --prune."""
     known = {i.name for i in reads.ls(remote)}
     for line in lines or []:
         if line not in known:
             raise RevisionNotFound(line, "unknown line on the registry")
     channels = {st.name: st.channels for st in reads.status(remote)}
-    out, created, conflicts, blobs, size = [], [], [], 0, 0
+    tracking = name or _remote_named(repo, remote.url)
+    out, created, conflicts, pruned, blobs, size = [], [], [], [], 0, 0
     for line in lines or sorted(known):
         data = remote.client.get(f"/lines/{segment(line)}/objects", have=_haves(repo, line))
         got, stored = _receive(repo, remote, data, progress)
@@ -328,7 +335,29 @@ def fetch(
         out.append(_advance(repo, line, data["head"], stored, channels.get(line, {}), by))
         new, bad = _receive_tags(repo, data.get("tags", []), by)
         created, conflicts = created + new, conflicts + bad
-    return FetchResult(remote.url, out, blobs, size, created, conflicts)
+        pruned += _track(repo, tracking, line, channels.get(line, {}), data.get("tags", []))
+    if tracking and not lines:  # a whole fetch: the lines the registry no longer shows too
+        with repo.db.write() as conn:
+            pruned += remote_refs.prune_lines(conn, tracking, sorted(known))
+    return FetchResult(remote.url, out, blobs, size, created, conflicts, tracking, pruned)
+
+
+def _remote_named(repo: Repo, url: str) -> str | None:
+    """The remote of this repository whose URL is URL, if exactly one is."""
+    from mint.remote.config import remote_ls
+
+    found = [r.name for r in remote_ls(repo.mint_dir) if r.url == url]
+    return found[0] if len(found) == 1 else None
+
+
+def _track(repo: Repo, remote: str | None, line: str, channels: dict, tags: list) -> list[str]:
+    """Keep LINE's CHANNELS and TAGS on the registry as REMOTE's remote-tracking refs."""
+    if remote is None:
+        return []
+    refs = {check_name("channel", n): (RefKind.CHANNEL, t) for n, t in channels.items()}
+    refs |= {check_name("tag", t["name"]): (RefKind.TAG, t["target"]) for t in tags}
+    with repo.db.write() as conn:
+        return remote_refs.track(conn, remote, line, refs)
 
 
 def _haves(repo: Repo, line: str) -> list[str]:
@@ -404,7 +433,7 @@ def clone(
     transport=None,
 ) -> CloneResult:
     """A new repository at DEST (new or empty) with remote "origin" at URL, fetched."""
-    from mint.remote.config import remote_add
+    from mint.remote.config import ORIGIN, remote_add
     from mint.repo import init
 
     dest = Path(dest)
@@ -417,7 +446,7 @@ def clone(
         repo, _ = init(dest, db_url)
         try:
             remote_add(repo.mint_dir, "origin", url)
-            result = fetch(repo, remote, lines, by=by, progress=progress)
+            result = fetch(repo, remote, lines, by=by, progress=progress, name=ORIGIN)
         except BaseException:
             repo.close()
             shutil.rmtree(dest, ignore_errors=True) if created else empty_folder(dest)
