@@ -387,4 +387,6 @@ evaluation_metrics = sa.Table(
     sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), nullable=False),
     sa.Column("value", sa.Float, nullable=False),
     sa.Index("ix_evaluation_metrics_name_value_commit_id", "name", "value", "commit_id"),
+    # whether one commit meets a condition, when the search reads commits newest first
+    sa.Index("ix_evaluation_metrics_commit_id_name_value", "commit_id", "name", "value"),
 )

@@ -8,8 +8,9 @@ transaction that stores the commit or the evaluation (`index_commit`, `index_eva
 every door goes through them), so that a search never reads a JSON column.
 
 A meta value is matched as text: a string as it is, anything else as its JSON (`--meta
-epochs=3` finds `{"epochs": 3}`). A metric condition holds when some evaluation of the
-commit recorded that metric with a number that meets it.
+epochs=3` finds `{"epochs": 3}`). A commit meets the metric conditions on NAME when one of
+its evaluations recorded NAME with a number that meets them all (`acc>0.4 acc<0.5`: one
+evaluation between the two).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ META_KEY_MAX = 200  # the columns' widths: a longer key or value is not searchab
 META_VALUE_MAX = 500
 METRIC_NAME_MAX = 200
 _IN_MAX = 500  # lines named in one IN (...); more are matched here, row by row
+_FEW = 1000  # a condition met by fewer commits drives the query (see _select)
 
 _OPS = {
     ">=": lambda col, x: col >= x,
@@ -191,22 +193,53 @@ def search(
         lines = _lines(conn, query.line, readable)
         if lines is not None and not lines:
             return []
-        q = _select(query, lines if lines is None or len(lines) <= _IN_MAX else None)
+        q = _select(conn, query, lines if lines is None or len(lines) <= _IN_MAX else None)
         found = _take(conn, q, lines, query.n)
         return infos(conn, found)
 
 
-def _select(query: Query, lines: set[str] | None):
-    """The query: every condition a subquery on its index (none reads a JSON column)."""
-    c, cm, em, r = s.commits.c, s.commit_meta.c, s.evaluation_metrics.c, s.refs.c
+class _Condition:
+    """A condition on a side table: the ids of the commits that meet it (one index range),
+    and the same as a test of one commit (one index probe)."""
+
+    def __init__(self, on, *where):
+        self.ids = sa.select(on).where(*where)
+        self.probe = sa.exists().where(on == s.commits.c.id, *where)
+
+    def fewer_than(self, conn: Connection, cap: int) -> bool:
+        found = self.ids.limit(cap).subquery()
+        return conn.execute(sa.select(sa.func.count()).select_from(found)).scalar() < cap
+
+
+def _conditions(query: Query) -> list[_Condition]:
+    cm, em, r = s.commit_meta.c, s.evaluation_metrics.c, s.refs.c
+    found = [
+        _Condition(cm.commit_id, cm.key == key, cm.value == value) for key, value in query.meta
+    ]
+    names = dict.fromkeys(m.name for m in query.metrics)
+    found += [
+        _Condition(
+            em.commit_id,
+            em.name == name,
+            *(_OPS[m.op](em.value, m.value) for m in query.metrics if m.name == name),
+        )
+        for name in names
+    ]
+    found += [_Condition(r.target, r.name == t, r.kind == "tag") for t in query.tags]
+    return found
+
+
+def _select(conn: Connection, query: Query, lines: set[str] | None):
+    """The query. A condition that few commits meet (under _FEW) gives their ids, which are
+    sorted; otherwise the commits are read newest first and each is probed, until N meet
+    every condition. Either way no more than a few thousand index entries are read, and no
+    JSON column."""
+    c = s.commits.c
     q = sa.select(s.commits)
-    for key, value in query.meta:
-        q = q.where(c.id.in_(sa.select(cm.commit_id).where(cm.key == key, cm.value == value)))
-    for m in query.metrics:
-        meets = _OPS[m.op](em.value, m.value)
-        q = q.where(c.id.in_(sa.select(em.commit_id).where(em.name == m.name, meets)))
-    for t in query.tags:
-        q = q.where(c.id.in_(sa.select(r.target).where(r.name == t, r.kind == "tag")))
+    conditions = _conditions(query)
+    driver = next((x for x in conditions if x.fewer_than(conn, _FEW)), None)
+    for x in conditions:
+        q = q.where(c.id.in_(x.ids) if x is driver else x.probe)
     if query.author is not None:
         q = q.where(c.author == query.author)
     if lines is not None:

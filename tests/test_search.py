@@ -7,6 +7,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
+import mint.search
 from mint import api
 from mint import schema as s
 from mint.cli import run_in_process
@@ -51,7 +52,11 @@ def _ids(items) -> list[str]:
     return [c.id for c in items]
 
 
-def test_each_condition_and_all_of_them_newest_first(repo, catalog):
+@pytest.mark.parametrize("few", [1000, 1], ids=["ids-sorted", "newest-first"])
+def test_each_condition_and_all_of_them_newest_first(repo, catalog, few, monkeypatch):
+    """Both ways a search runs find the same: from the ids of a condition few commits meet,
+    or (no condition is, here with a threshold of 1) newest first, each commit probed."""
+    monkeypatch.setattr(mint.search, "_FEW", few)
     c1, c2, c3 = catalog["c1"], catalog["c2"], catalog["c3"]
     assert _ids(api.search(repo)) == [c3, c2, c1]
     assert _ids(api.search(repo, meta=["lr=0.001"])) == [c3, c1]
@@ -64,6 +69,8 @@ def test_each_condition_and_all_of_them_newest_first(repo, catalog):
     assert _ids(api.search(repo, metric=["acc<=0.7"])) == [c2, c1]
     assert _ids(api.search(repo, metric=["acc=0.95"])) == [c3]
     assert _ids(api.search(repo, metric=["acc > 0.5", "acc < 0.65"])) == [c2]
+    # conditions on one metric hold for one evaluation: c2's 0.9 and 0.6 each miss one
+    assert _ids(api.search(repo, metric=["acc>0.65", "acc<0.8"])) == [c1]
     assert _ids(api.search(repo, metric=["loss>=0"])) == []  # no evaluation has it
     assert _ids(api.search(repo, tag=["v1"])) == [c3, c1]
     assert _ids(api.search(repo, line="chat")) == [c2, c1]

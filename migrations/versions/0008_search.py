@@ -62,6 +62,11 @@ def upgrade() -> None:
         "evaluation_metrics",
         ["name", "value", "commit_id"],
     )
+    op.create_index(
+        "ix_evaluation_metrics_commit_id_name_value",
+        "evaluation_metrics",
+        ["commit_id", "name", "value"],
+    )
     op.create_index("ix_commits_author_created_at", "commits", ["author", "created_at"])
     op.create_index("ix_refs_name_kind_target", "refs", ["name", "kind", "target"])
 
@@ -92,7 +97,11 @@ def _insert(conn, table: sa.Table, rows: list[dict]) -> None:
 def downgrade() -> None:
     op.drop_index("ix_refs_name_kind_target", table_name="refs")
     op.drop_index("ix_commits_author_created_at", table_name="commits")
-    op.drop_index("ix_evaluation_metrics_name_value_commit_id", table_name="evaluation_metrics")
+    for name in (
+        "ix_evaluation_metrics_commit_id_name_value",
+        "ix_evaluation_metrics_name_value_commit_id",
+    ):
+        op.drop_index(name, table_name="evaluation_metrics")
     op.drop_index("ix_commit_meta_key_value_commit_id", table_name="commit_meta")
     op.drop_table("evaluation_metrics")
     op.drop_table("commit_meta")
