@@ -18,8 +18,10 @@ import sqlalchemy as sa
 from model_signing import verifying
 
 from mint import api, schema, transfer
+from mint.cli import run_in_process
 
 from conftest import one_line_error, refused, snapshot
+from support.registry import create_token, running_registry
 
 MODEL_SIGNING = str(Path(sys.executable).parent / "model_signing")
 WEIGHTS = "adapter_model.safetensors"
@@ -304,3 +306,33 @@ def test_private_keys_never_enter_the_repository(repo, mint, signed):
         with repo.store.open(blob) as f:
             assert b"PRIVATE KEY" not in f.read()
     assert os.environ.get("MINT_DEBUG") is None
+
+
+def test_a_signature_travels_through_a_registry(repo, mint, signed, models, tmp_path, monkeypatch):
+    """Pushed with its commit, kept by the registry, written by a checkout through it, and
+    cloned: the clone verifies it, and model_signing verifies the remote checkout."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    server, _ = api.init(tmp_path / "registry")
+    api.base_add(server, "tiny-llama", models["base"])
+    monkeypatch.setenv("MINT_TOKEN", create_token(server.root, "wanda", "writer"))
+    with running_registry(server.root) as registry:
+        assert mint("remote", "add", "origin", registry.url).code == 0
+        assert mint("push", "origin", "chat").code == 0
+        assert api.show(server, "chat").signatures == api.show(repo, "chat").signatures
+        checkout = tmp_path / "remote-checkout"
+        code, _, err = run_in_process(["--repo", registry.url, "checkout", "chat", str(checkout)])
+        assert code == 0, err
+        cli = model_signing_cli(
+            "verify", "key", checkout, "--signature", checkout / "model.sig",
+            "--public_key", signed["public_key"],
+        )  # fmt: skip
+        assert cli.returncode == 0, cli
+        code, _, err = run_in_process(["clone", registry.url, str(tmp_path / "clone")])
+        assert code == 0, err
+    server.close()
+    clone = api.open_repo(tmp_path / "clone")
+    try:
+        api.key_add(clone, "alice", signed["public_key"], by="x")
+        assert [(s.key, s.bound) for s in api.verify(clone, "chat").signers] == [("alice", True)]
+    finally:
+        clone.close()

@@ -137,6 +137,7 @@ class ObjectsBody(Body):
     bases: list[dict[str, Any]] = []
     commits: list[dict[str, Any]] = []
     evaluations: list[dict[str, Any]] = []
+    signatures: list[dict[str, Any]] = []  # model-signing bundles of the commits (mint.signing)
     heads: Annotated[list[LineMove], Field(max_length=MAX_LINES)] = []
     tags: Annotated[list[PushedTag], Field(max_length=MAX_IDS)] = []
 

@@ -25,6 +25,7 @@ class LineObjects(BaseModel):
     head: str
     commits: list[dict[str, Any]]
     evaluations: list[dict[str, Any]]
+    signatures: list[dict[str, Any]] = []  # model-signing bundles (mint.signing)
     bases: list[dict[str, Any]]
     tags: list_of(objects.RefInfo)  # type: ignore[valid-type]
 
@@ -51,7 +52,7 @@ def receive_objects(repo: RepoDep, who: Writer, body: ObjectsBody) -> MintJSON:
         add_contracts=who.role.allows(Access.ADMIN),
         reads_line=who.may_touch if who.lines is not None else None,
     )
-    payload = body.model_dump(include={"bases", "commits", "evaluations"})
+    payload = body.model_dump(include={"bases", "commits", "evaluations", "signatures"})
     result = transfer.import_objects(
         repo,
         payload,

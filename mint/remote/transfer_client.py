@@ -183,6 +183,7 @@ def post_objects(
             "bases": payload["bases"] if i == 0 else [],
             "commits": commits,
             "evaluations": payload["evaluations"] if last else [],
+            "signatures": payload.get("signatures", []) if last else [],
             "heads": moves if last else [],
             "tags": made if last else [],
         }
@@ -376,7 +377,7 @@ def _receive(repo: Repo, remote: RemoteRepo, data: dict, progress):
     commits = [transfer.new_commit(c) for c in data.get("commits", [])]
     sizes = {f.sha256: f.size for c in commits for f in c.files.values()}
     got = fetch_into_store(remote.client, repo.store, sizes, repo.mint_dir, progress)
-    payload = {k: data.get(k, []) for k in ("bases", "commits", "evaluations")}
+    payload = {k: data.get(k, []) for k in ("bases", "commits", "evaluations", "signatures")}
     imported = transfer.import_objects(repo, payload, pushed_by=None)
     return got, len(imported.stored)
 
