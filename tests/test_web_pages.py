@@ -104,8 +104,8 @@ def with_card(adapter: Path, dest: Path, card: str, revision: str) -> Path:
 
 def prepare(repo, models, folder: Path) -> dict[str, str]:
     """chat c1 (the hostile card, tagged v1) and c2 (a card over the limit, tagged v2), forced
-    onto chat@production past every check; two versions of the set macaron, the second forced
-    onto macaron@production with no evaluation."""
+    onto chat@production past two of its three checks (it has its approval); two versions of
+    the set macaron, the second forced onto macaron@production with no evaluation."""
     api.base_add(repo, "tiny-llama", models["base"])
     c1 = with_card(models["a1"], folder / "c1", HOSTILE, "c1")
     c2 = with_card(models["a2"], folder / "c2", BIG_CARD, "c2")
@@ -124,6 +124,7 @@ def prepare(repo, models, folder: Path) -> dict[str, str]:
     api.record_evaluation(
         repo, ids["c2"], "production", {"accuracy": 0.3}, source="manual", by="evaluator"
     )
+    api.approve(repo, ids["c2"], "production", by="dave")
     api.promote(repo, ids["c2"], "production", by="carol", force=True, reason="hotfix now")
     mol = folder / "macaron"
     mol.mkdir()
@@ -247,19 +248,23 @@ def test_the_holder_shows_its_message_evaluation_and_who_moved_it(site):
     assert move.text.startswith("forced past the gate by carol ") and "hotfix now" in move.text
     assert move.find_element("css selector", "time").get_attribute("title").endswith(" UTC")
     assert "production v1" in holder and "accuracy 0.3" in holder
+    failed = texts(b, "#holder .forced tbody tr")
+    assert failed == ["accuracy >= 0.5 0.3 FAIL", "held chat@staging yes no FAIL"]
+    assert "approved by dave " in holder
 
 
 def test_a_forced_move_shows_every_check_that_failed(site):
     b = site.open("/channel/chat@production")
     top = b.find_element("css selector", "#timeline li.move")
     forced = top.find_element("css selector", ".forced")
-    assert forced.text.startswith("forced past the gate: 3 checks failed")
+    assert forced.text.startswith("forced past the gate: 2 of 3 checks failed")
     rows = [r.text for r in forced.find_elements("css selector", "tbody tr")]
     assert rows == [
         "accuracy >= 0.5 0.3 FAIL",
         "held chat@staging yes no FAIL",
-        "approvals >= 1 0 FAIL",
+        "approvals >= 1 1 pass",
     ]
+    assert len(forced.find_elements("css selector", "tbody tr.fail")) == 2
     assert "no contract guarded" not in top.text
     # The promote before the contract existed was guarded by none, and says so.
     first = b.find_elements("css selector", "#timeline li.move")[-1]
@@ -269,7 +274,7 @@ def test_a_forced_move_shows_every_check_that_failed(site):
     gate = view["moves"][0]["gate"]
     assert [(c["check"], c["ok"]) for c in gate] == [
         ("held chat@staging", False),
-        ("approvals", False),
+        ("approvals", True),
     ]
 
 
@@ -277,7 +282,7 @@ def test_a_set_forced_onto_a_guarded_channel_names_the_contract(site):
     b = site.open("/channel/macaron@production")
     top = b.find_element("css selector", "#timeline li.move")
     assert "no contract guarded" not in b.find_element("tag name", "main").text
-    rows = [r.text for r in top.find_elements("css selector", ".forced tbody tr")]
+    rows = [r.text for r in top.find_elements("css selector", ".forced tbody tr.fail")]
     assert rows[0] == "evaluation under production v1 recorded none FAIL"
     assert "accuracy >= 0.5 - FAIL" in rows and "approvals >= 1 0 FAIL" in rows
     assert "held macaron@staging yes no FAIL" in rows
