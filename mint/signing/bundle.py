@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
@@ -90,11 +92,39 @@ def sign(
 
 
 def load_signer(private_key: str | os.PathLike, password: str | None = None):
-    """model_signing's key signer for the key in file PRIVATE_KEY; its errors as one line
-    that never quotes the key."""
+    """model_signing's key signer for the key in file PRIVATE_KEY."""
     ms, path = model_signing(), Path(private_key)
-    try:
+    with _key_errors(path, password):
         return ms.sign_ec_key.Signer(path, password.encode() if password else None)
+
+
+def check_private_key(private_key: str | os.PathLike, password: str | None = None) -> None:
+    """Load the key as the signer will, with cryptography alone, so that a wrong key or
+    password fails before anything is stored; and import model_signing (which loads
+    sigstore: about a second) in a thread meanwhile, while the commit hashes its files."""
+    from mint.signing.keys import CURVES, crypto
+
+    serialization, ec = crypto()
+    path = Path(private_key)
+    with _key_errors(path, password):
+        key = serialization.load_pem_private_key(
+            path.read_bytes(), password.encode() if password else None
+        )
+        if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in CURVES:
+            raise ValueError("not an elliptic-curve key")
+    threading.Thread(target=_import_quietly, name="mint-import-model-signing").start()
+
+
+def _import_quietly() -> None:
+    with contextlib.suppress(SigningUnavailable):
+        model_signing()
+
+
+@contextlib.contextmanager
+def _key_errors(path: Path, password: str | None):
+    """A key that cannot be loaded as one line that never quotes the key."""
+    try:
+        yield
     except OSError as exc:
         raise InvalidKey(str(path), exc.strerror or "cannot be read") from None
     except TypeError:

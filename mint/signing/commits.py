@@ -24,7 +24,14 @@ from mint.objects import Signer, Verification
 from mint.received import listing
 from mint.refs import resolve
 from mint.signing import SIGNATURE_FILE
-from mint.signing.bundle import Statement, folder_digests, load_signer, read, sign, verify_with
+from mint.signing.bundle import (
+    Statement,
+    check_private_key,
+    folder_digests,
+    read,
+    sign,
+    verify_with,
+)
 from mint.signing.keys import fingerprint, read_public, trusted_keys, unknown_key
 from mint.store import sha256_file
 
@@ -183,7 +190,7 @@ class Signing:
         if found is None and private_key is None:
             return None
         if private_key is not None:
-            load_signer(private_key, password)
+            check_private_key(private_key, password)
         return cls(folder, found, private_key, password)
 
     def bundles(self, commit: str, files: dict) -> list[bytes]:

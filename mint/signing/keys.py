@@ -27,7 +27,8 @@ CURVES = ("secp256r1", "secp384r1", "secp521r1")
 MAX_PEM = 16 * 1024
 
 
-def _crypto():
+def crypto():
+    """cryptography's serialization and ec modules (installed with model-signing)."""
     try:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ec
@@ -40,7 +41,7 @@ def key_generate(out: str | os.PathLike, *, password: str | None = None) -> Gene
     """Write a new P-256 key pair into OUT (made 0700 if new): `signing.key`, the private key
     as PKCS#8 PEM (encrypted with PASSWORD if given), 0600, and `signing.pub`. Refuses to
     write over either."""
-    serialization, ec = _crypto()
+    serialization, ec = crypto()
     out = Path(out)
     private, public = out / PRIVATE_NAME, out / PUBLIC_NAME
     for path in (private, public):
@@ -71,7 +72,7 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 
 def public_pem_of(public_key) -> bytes:
-    serialization, _ = _crypto()
+    serialization, _ = crypto()
     return public_key.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -85,7 +86,7 @@ def fingerprint(public_pem: bytes) -> str:
 def read_public(path: str | os.PathLike) -> bytes:
     """The canonical PEM of the elliptic-curve public key in file PATH; a private key, another
     kind of key or anything else is refused (without quoting it)."""
-    serialization, ec = _crypto()
+    serialization, ec = crypto()
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_PEM + 1)
