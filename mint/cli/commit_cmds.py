@@ -95,6 +95,8 @@ def show(repo, rev, as_json) -> None:
         ("base", f"{d.base} ({short(d.base_fingerprint)})"),
         ("tags", ", ".join(d.tags) or "-"),
     ]
+    if d.signatures:
+        fields.append(("signed", f"{len(d.signatures)} signature(s): see mint verify {rev}"))
     if d.peft:
         p = d.peft
         fields.append(
