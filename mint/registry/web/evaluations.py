@@ -49,45 +49,63 @@ class Evaluated:
     metrics: dict
 
 
+def survey(repo: Repo, line: str) -> dict[str, dict[str, tuple]]:
+    """Contract name -> {commit of LINE: (its time, its latest evaluation's id)}, for every
+    contract a commit of LINE is evaluated under (any version). One pass over the line's
+    commits, each joined to its evaluations by the index on (commit, contract, id)."""
+    e, k = s.evaluations.c, s.commits.c
+    q = (
+        sa.select(k.id, k.created_at, e.id.label("eid"), e.contract_id)
+        .select_from(s.commits.join(s.evaluations, e.commit_id == k.id))
+        .where(k.line == line)
+    )
+    found: dict[str, dict[str, tuple]] = {}
+    with repo.db.read() as conn:
+        pairs = conn.execute(q).all()
+        names = _contract_names(conn, {p.contract_id for p in pairs})
+    for cid, at, eid, contract_id in pairs:
+        commits = found.setdefault(names[contract_id], {})
+        if cid not in commits or commits[cid][1] < eid:
+            commits[cid] = (at, eid)
+    return found
+
+
+def _contract_names(conn, ids: set[str]) -> dict[str, str]:
+    c = s.contracts.c
+    return dict(conn.execute(sa.select(c.id, c.name).where(c.id.in_(ids))).all()) if ids else {}
+
+
+def newest(repo: Repo, commits: dict[str, tuple], cap: int = CAP) -> list[Evaluated]:
+    """The newest CAP of COMMITS (as `survey` gives them for one contract), newest first,
+    each with its evaluation."""
+    order = sorted(commits.items(), key=lambda kv: (kv[1][0], kv[0]), reverse=True)[:cap]
+    e, c, k = s.evaluations.c, s.contracts.c, s.commits.c
+    q = (
+        sa.select(
+            e.id, k.id.label("commit"), k.message, k.author, k.created_at, c.version, e.metrics
+        )
+        .select_from(
+            s.evaluations.join(s.commits, k.id == e.commit_id).join(
+                s.contracts, c.id == e.contract_id
+            )
+        )
+        .where(e.id.in_([eid for _, (_, eid) in order]))
+    )
+    with repo.db.read() as conn:
+        rows = {r.id: r for r in conn.execute(q)} if order else {}
+    return [_evaluated(rows[eid]) for _, (_, eid) in order]
+
+
+def _evaluated(r) -> Evaluated:
+    metrics = stored_metrics(r.metrics)
+    return Evaluated(r.commit, r.message, r.author, iso(r.created_at), r.version, metrics)
+
+
 def evaluated(repo: Repo, line: str, contract: str, cap: int = CAP) -> tuple[list, int]:
     """The newest CAP commits of LINE evaluated under CONTRACT (any version), newest first,
     each with its latest evaluation; and how many such commits there are."""
-    e, c, k = s.evaluations.c, s.contracts.c, s.commits.c
-    where = (k.line == line, c.name == contract)
-    joined = s.evaluations.join(s.contracts, c.id == e.contract_id).join(
-        s.commits, k.id == e.commit_id
-    )
-    latest = sa.select(sa.func.max(e.id)).select_from(joined).where(*where).group_by(e.commit_id)
-    q = (
-        sa.select(k.id, k.message, k.author, k.created_at, c.version, e.metrics)
-        .select_from(joined)
-        .where(e.id.in_(latest.scalar_subquery()))
-        .order_by(k.created_at.desc(), e.id.desc())
-        .limit(cap)
-    )
-    count = sa.select(sa.func.count(sa.distinct(e.commit_id))).select_from(joined).where(*where)
-    with repo.db.read() as conn:
-        rows = [
-            Evaluated(
-                r.id, r.message, r.author, iso(r.created_at), r.version, stored_metrics(r.metrics)
-            )
-            for r in conn.execute(q)
-        ]
-        return rows, conn.execute(count).scalar() or 0
-
-
-def contracts_on(repo: Repo, line: str) -> list[str]:
-    """The names of the contracts some commit of LINE is evaluated under."""
-    e, c, k = s.evaluations.c, s.contracts.c, s.commits.c
-    q = (
-        sa.select(c.name)
-        .distinct()
-        .select_from(s.evaluations.join(s.contracts, c.id == e.contract_id))
-        .where(e.commit_id.in_(sa.select(k.id).where(k.line == line)))
-        .order_by(c.name)
-    )
-    with repo.db.read() as conn:
-        return list(conn.execute(q).scalars())
+    commits = survey(repo, line).get(contract, {})
+    return newest(repo, commits, cap), len(commits)
 
 
 def split(ref: str) -> tuple[str, str | None]:
@@ -104,12 +122,14 @@ def evaluations_page(repo: Repo, who: Identity, ref: str, metric: str | None) ->
     check_line(who, line)
     if line_info(repo, line) is None:
         raise RevisionNotFound(line, "no such line")
-    names = contracts_on(repo, line)
+    found = survey(repo, line)
+    names = sorted(found)
     view = {"line": line, "contracts": names, "contract": None, "cap": CAP}
     if name is None and not names:
         return view  # nothing evaluated yet: the page says so
     contract = api.contract_show(repo, name or names[0])
-    rows, total = evaluated(repo, line, contract.name)
+    commits = found.get(contract.name, {})
+    rows, total = newest(repo, commits), len(commits)
     metrics = _columns(contract, rows)
     metric = _chosen(contract, metrics, metric)
     bounds, held = _bounds(contract, metric), _holders(repo, line)
