@@ -138,6 +138,7 @@ class Runtime:
         self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
         self.variant = "production"  # the holder's name in traces (open_runtime: the channel's)
+        self.rev: str | None = None  # what it serves, as given (open_runtime), for the log
         self.recorder = None  # a TraceRecorder, when turns are recorded (see `traces`)
         self.canary_of: Callable[[], object | None] | None = None  # the open canary, if any
         self._split: Split | None = None
@@ -326,7 +327,15 @@ class Runtime:
             old_id = old.engine.id if old else None
             seconds, resident = new.stage_seconds, new.from_tier
             self._remember(SwapRecord(at, old_id, new.engine.id, True, seconds, None, resident))
-            log.info("serving set %s", new.engine.id[:12])
+            took = seconds + (time.time() - at)
+            log.info(
+                "swap %s: %s -> %s in %.0f ms%s",
+                self.rev or new.engine.spec.name,
+                old_id[:12] if old_id else "nothing",
+                new.engine.id[:12],
+                took * 1000,
+                " (resident: nothing loaded)" if resident else "",
+            )
             return new.engine.id
 
     def update(self, spec: SetSpec) -> bool:
@@ -379,7 +388,8 @@ class Runtime:
             return False
         split = self._split
         if split is not None and split.canary.candidate == commit:
-            self.set_canary(None)  # promoted: its version moves to the tier, then serves all
+            # promoted: its version moves to the tier, then serves all
+            self.set_canary(None, why="promoted: the candidate holds the channel")
         return self.update_to(commit)
 
     def poll_canary(self) -> bool:
@@ -388,10 +398,12 @@ class Runtime:
         if self.canary_of is None:
             return False
         canary, active, split = self.canary_of(), self.active, self._split
+        why = "stopped: the channel has no open canary"
         if canary is not None and active is not None and canary.candidate == active.id:
             canary = None  # the holder is the candidate: there is nothing to split
+            why = "promoted: the candidate holds the channel"
         if canary is None:
-            return self.set_canary(None)
+            return self.set_canary(None, why=why)
         if split is not None and split.key == (canary.id, canary.candidate):
             split.canary = canary
             return False
@@ -401,10 +413,10 @@ class Runtime:
                 return False
         return self.set_canary(canary)
 
-    def set_canary(self, canary) -> bool:
-        """Serve CANARY's candidate beside the holder (None: end the split). Its version is
-        taken from the CPU tier when resident, else loaded and checked; on failure nothing
-        changes. True when the split changed."""
+    def set_canary(self, canary, *, why: str = "stopped") -> bool:
+        """Serve CANARY's candidate beside the holder (None: end the split, for WHY, which the
+        log says). Its version is taken from the CPU tier when resident, else loaded and
+        checked; on failure nothing changes. True when the split changed."""
         with self._change:
             slot = None
             if canary is not None:
@@ -420,8 +432,27 @@ class Runtime:
             if old is None and slot is None:
                 return False
             self._trim()
-            log.info("canary %s", canary.candidate[:12] if canary else "ended")
+            self._log_split(old, canary if slot is not None else None, why)
             return True
+
+    def _log_split(self, old: Split | None, canary, why: str) -> None:
+        """One line per canary start and stop: the candidate, its fraction, and why it stopped."""
+        where = self.rev or (self.active.spec.name if self.active else "?")
+        if old is not None:
+            c = old.canary
+            stop = why if canary is None else f"replaced by canary {canary.candidate[:12]}"
+            log.info(
+                "canary stop %s: candidate %s at %g: %s", where, c.candidate[:12], c.fraction, stop
+            )
+        if canary is not None:
+            holder = self.active.id[:12] if self.active else "nothing"
+            log.info(
+                "canary start %s: candidate %s at %g beside %s",
+                where,
+                canary.candidate[:12],
+                canary.fraction,
+                holder,
+            )
 
     def _canary_version(self, commit: str) -> Slot:
         with self._lock:

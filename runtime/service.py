@@ -62,7 +62,7 @@ class ChannelWatch:
 
         line, _, name = rev.partition("@")
         self.line, self.name = line, name or line
-        self.stream = EventStream(repo.url, repo.token, tail=True)
+        self.stream = EventStream(repo.url, repo.token, tail=True, label=rev)
 
     def run(self, nudge) -> None:
         def on_event(event: dict) -> None:
@@ -122,7 +122,7 @@ def open_runtime(
         max_cpu_adapters=max_cpu_adapters,
         watch=watch,
     )
-    runtime.variant = variant_name(rev)
+    runtime.variant, runtime.rev = variant_name(rev), rev
     runtime.recorder = recorder_for(repo, content=trace_content) if traces else None
     if runtime.recorder is not None:
         runtime.metrics.traces = runtime.recorder.stats

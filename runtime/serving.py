@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import logging
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -26,6 +28,21 @@ from mint.runtime.server import create_app
 
 DRAIN = 30.0  # seconds the requests in flight get to finish after a stop signal
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def log_to_stderr(level: int = logging.INFO) -> None:
+    """mint's own log lines (`mint.runtime`: each swap, canary start and stop;
+    `mint.remote.events`: each reconnect of a followed channel's event stream) on standard
+    error, one a line with the time. Once per process, whoever calls it again."""
+    logger = logging.getLogger("mint")
+    if any(getattr(h, "mint_serve", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.mint_serve = True
+    logger.addHandler(handler)
+    logger.setLevel(level)
 
 
 class Server(uvicorn.Server):

@@ -213,6 +213,9 @@ def serve(
     later score from the same caller replaces the earlier). SIGTERM or SIGINT: the requests in
     flight finish and the queued traces are written before the server exits."""
     quiet_libraries()
+    from mint.runtime.serving import log_to_stderr
+
+    log_to_stderr()  # a line per swap, canary start and stop, and reconnect
     checks = client_checks(repo, host, token_env, registry_tokens)
     if not no_traces and getattr(repo, "is_remote", False) and repo.whoami()["role"] == "reader":
         warn("mint: a reader's token records no traces on the registry (a writer's does)")

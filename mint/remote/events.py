@@ -3,7 +3,8 @@
 `EventStream(url, token).follow(on_event)` calls `on_event(event)` with each event's
 `{"id", "type", "at", "data"}` in order, and `on_connect()` each time the stream (re)opens.
 When the stream drops or the registry cannot be reached it reconnects with `Last-Event-ID`,
-waiting longer after each failure (0.1 s doubling up to 5 s), until `close()`.
+waiting longer after each failure (0.1 s doubling up to 5 s), until `close()`; each reconnect
+is one line in the log: what it follows, after how long, which attempt.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 
 import httpx
@@ -51,15 +53,24 @@ class EventStream:
     (None: from the first event, or with TAIL from the newest)."""
 
     def __init__(
-        self, url: str, token: str | None, *, last_id: int | None = None, tail: bool = False
+        self,
+        url: str,
+        token: str | None,
+        *,
+        last_id: int | None = None,
+        tail: bool = False,
+        label: str | None = None,
     ):
         self.url = normalize(url) + API + "/events"
+        self.label = f"{label} on {normalize(url)}" if label else normalize(url)  # for the log
         self.headers = {"User-Agent": f"mint/{__version__}", "Accept": "text/event-stream"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
         self.last_id = last_id
         self.tail = tail  # with no LAST_ID: start at the newest event, not the first
         self.connects = 0  # streams opened so far
+        self._down_since: float | None = None  # when the last stream dropped (monotonic)
+        self._attempts = 0  # connections tried since then
         self._closed = threading.Event()
         self._response: httpx.Response | None = None
 
@@ -70,6 +81,8 @@ class EventStream:
         backoff = FIRST_BACKOFF
         with httpx.Client(timeout=TIMEOUT) as http:
             while not self._closed.is_set():
+                if self._down_since is not None:
+                    self._attempts += 1
                 try:
                     if self._read(http, on_event, on_connect):
                         backoff = FIRST_BACKOFF
@@ -77,6 +90,8 @@ class EventStream:
                     if self._closed.is_set():
                         return
                     log.warning("event stream: %s; reconnecting in %.1f s", exc, backoff)
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
                 self._closed.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
@@ -92,6 +107,7 @@ class EventStream:
                 raise RuntimeError(f"{response.status_code} {response.text[:200]}")
             self._response = response
             self.connects += 1
+            self._log_reconnect()
             if on_connect:
                 on_connect()
             for event_id, _, data in parse(response.iter_lines()):
@@ -102,6 +118,15 @@ class EventStream:
                 if event_id and event_id.isdigit():
                     self.last_id = int(event_id)
         return True
+
+    def _log_reconnect(self) -> None:
+        if self._down_since is None:
+            return
+        down = time.monotonic() - self._down_since
+        log.info(
+            "following %s: reconnected after %.1f s (attempt %d)", self.label, down, self._attempts
+        )
+        self._down_since, self._attempts = None, 0
 
     def close(self) -> None:
         """Stop following; a read in progress is broken off."""
