@@ -100,6 +100,17 @@ def test_trusted_keys_are_added_listed_and_removed_by_name(repo, mint, tmp_path)
     one_line_error(mint("key", "rm", "alise"), "did you mean alice")
 
 
+def test_a_folder_holding_a_private_key_is_never_committed(repo, mint, models, tmp_path):
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    folder = tmp_path / "adapter"
+    shutil.copytree(models["a1"], folder)
+    generate(mint, folder / "keys")
+    refused(mint, repo, ("commit", "chat", folder, "-m", "x"), "keys/signing.key is a private")
+    (folder / "keys" / "signing.key").rename(tmp_path / "elsewhere.key")
+    assert mint("commit", "chat", folder, "-m", "x").code == 0
+    assert "keys/signing.pub" in api.show(repo, "chat").files  # a public key is a file
+
+
 # --- a mint checkout, verified by model_signing ------------------------------------------
 
 

@@ -32,6 +32,7 @@ from mint.objects import (
 )
 from mint.refs.revisions import check_name, check_text
 from mint.sets.mol import parse_mol
+from mint.signing.keys import refuse_private_keys
 
 ROUTER, SUMMARY = "router", "summary"
 
@@ -103,7 +104,9 @@ def _record(b: Backend, new, head, head_tree, staged, signing) -> CommitResult:
 
 
 def _signing(b: Backend, folder, key, password: str | None):
-    """What the commit of FOLDER will carry (mint.signing.commits.Signing), or None."""
+    """What the commit of FOLDER will carry (mint.signing.commits.Signing), or None; a
+    private key among FOLDER's files is refused."""
+    refuse_private_keys(folder)
     if key is None and not os.path.isfile(os.path.join(folder, "model.sig")):
         return None
     from mint.signing.commits import Signing

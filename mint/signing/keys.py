@@ -16,7 +16,13 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.errors import InvalidKey, KeyExists, RevisionNotFound, SigningUnavailable
+from mint.errors import (
+    InvalidAdapter,
+    InvalidKey,
+    KeyExists,
+    RevisionNotFound,
+    SigningUnavailable,
+)
 from mint.ids import iso, utcnow
 from mint.objects import GeneratedKey, SigningKey
 from mint.refs.revisions import check_name
@@ -156,3 +162,31 @@ def trusted_keys(conn) -> dict[str, tuple[str, bytes]]:
     """fingerprint -> (name, public PEM) of every trusted key."""
     rows = conn.execute(sa.select(s.signing_keys)).all()
     return {r.fingerprint: (r.name, r.public_pem.encode()) for r in rows}
+
+
+# Where a private key is looked for in a folder about to be committed: names only, so that a
+# commit reads no other file (the stat cache's promise); a key file by another name is the
+# user's to keep out.
+KEY_SUFFIXES = (".key", ".pem", ".p8")
+
+
+def refuse_private_keys(folder: str | os.PathLike) -> None:
+    """Refuse a folder that holds a private key (a PEM file named *.key, *.pem or *.p8 whose
+    text says so): a private key never enters a repository."""
+    root = Path(folder)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            path = Path(dirpath) / name
+            if name.lower().endswith(KEY_SUFFIXES) and _holds_private_key(path):
+                rel = path.relative_to(root).as_posix()
+                why = f"{rel} is a private key; mint never stores one: keep it outside"
+                raise InvalidAdapter(root, why)
+
+
+def _holds_private_key(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return b"PRIVATE KEY-----" in f.read(MAX_PEM)
+    except OSError:
+        return False
