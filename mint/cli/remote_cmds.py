@@ -114,9 +114,14 @@ def _pushed(r) -> None:
     echo(f"push to {r.remote}: {r.commits} commits, {r.blobs} blobs ({r.bytes:,} bytes)")
     for p in r.lines:
         moved = f"{short(p.old)} -> {short(p.new)}" if p.moved else "up to date"
+        if p.member:  # it only fast-forwards: the registry may be past it, or elsewhere
+            moved = moved if p.moved or p.old == p.new else f"left at {short(p.old)}"
+            moved += "  (a member of a pushed set)"
         echo(f"  {p.line}: {moved}")
     for t in r.tags:
         echo(f"  tag {t}")
+    for note in r.notes:
+        echo(f"  note: {note}")
 
 
 def _refused(messages: list[str]) -> None:

@@ -66,6 +66,7 @@ class LinePush:
     old: str | None  # the registry's head before the push
     new: str  # what was pushed
     moved: bool  # False: the registry's head already was NEW, or past it
+    member: bool = False  # a line a pushed set pins a member of, not one named in the push
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class PushResult:
     bytes: int  # blob bytes sent
     tags: list[str] = field(default_factory=list)  # LINE@TAG created on the registry
     refused: list[str] = field(default_factory=list)  # one line each: what the registry kept
+    notes: list[str] = field(default_factory=list)  # member lines left alone, one line each
 
 
 @dataclass(frozen=True)
@@ -85,12 +87,19 @@ class _Plan:
     payload: dict
     sources: dict[str, tuple[Path, int]]
     tags: list[tuple[str, str, str | None]]  # (LINE@TAG, target, message)
+    members: list[tuple[str, str | None, str, bool]]  # the same, for the sets' member lines
+    notes: list[str]  # member lines that will be left alone, and why
 
 
 @dataclass(frozen=True)
 class _Tips:
     tips: list[tuple[str, str, str | None]]  # (line, commit id, tag named or None)
     blobs: list[str]  # the blobs of their recent history: asked for with the registry's heads
+    members: list[tuple[str, str]]  # (line, commit) pinned by a pushed set, lines not named
+
+    @property
+    def lines(self) -> list[str]:
+        return list(dict.fromkeys([t[0] for t in self.tips] + [m[0] for m in self.members]))
 
 
 def push(
@@ -102,12 +111,13 @@ def push(
     force: bool = False,
     progress: Progress | None = None,
 ) -> PushResult:
-    """Push each LINE[@REV] of SPECS to the registry (see the module's docstring)."""
+    """Push each LINE[@REV] of SPECS to the registry (see the module's docstring). A pushed
+    set's member lines come along: made, or fast-forwarded to the members it pins, never
+    rewound; with TAGS, their tags of the members' history too."""
     found = _tips(repo, specs)
-    lines = list(dict.fromkeys(line for line, _, _ in found.tips))
     try:
-        absent, heads = missing_and_heads(remote.client, found.blobs, lines)
-        plan = _plan(repo, found.tips, heads, tags, force)
+        absent, heads = missing_and_heads(remote.client, found.blobs, found.lines)
+        plan = _plan(repo, found, heads, tags, force)
         unasked = sorted(set(plan.sources) - set(found.blobs))
         if unasked:  # the registry is further behind than the recent history: ask for these
             absent += missing(remote.client, unasked)
@@ -120,6 +130,7 @@ def push(
     moves = [
         transfer.HeadMove(line, old, new, force) for line, old, new, must in plan.moves if must
     ]
+    moves += [transfer.HeadMove(line, old, new) for line, old, new, must in plan.members if must]
     try:
         done = post_objects(remote, plan.payload, heads=moves, tags=plan.tags)
     except RegistryUnreachable as exc:
@@ -127,11 +138,23 @@ def push(
             f"push stopped: {exc}; the lines may or may not have moved on the registry: "
             "pushing again sends only what is still missing"
         ) from None
+    return _result(remote.url, plan, done, sent)
+
+
+def _result(url: str, plan: _Plan, done: dict, sent) -> PushResult:
+    """What the push did, from the registry's answer DONE to PLAN's objects and moves."""
     pushed, refused = _head_results(plan.moves, done["heads"])
+    members, notes = _member_results(plan.members, done["heads"])
     created, tag_refused = _tag_results(done["tags"])
-    stored = len(done["stored"])
     return PushResult(
-        remote.url, pushed, stored, sent.blobs, sent.bytes, created, refused + tag_refused
+        url,
+        pushed + members,
+        len(done["stored"]),
+        sent.blobs,
+        sent.bytes,
+        created,
+        refused + tag_refused,
+        plan.notes + notes,
     )
 
 
@@ -149,6 +172,19 @@ def _head_results(moves, answered: list[dict]) -> tuple[list[LinePush], list[str
             why = MOVED if moved[line]["result"] == "conflict" else NOT_FF
             refused.append(str(PushRejected(line, new, moved[line]["head"], why)))
     return pushed, refused
+
+
+def _member_results(members, answered: list[dict]) -> tuple[list[LinePush], list[str]]:
+    """The member lines pushed with their sets, and one note for each that moved meanwhile."""
+    moved = {h["line"]: h for h in answered}
+    pushed, notes = [], []
+    for line, old, new, must in members:
+        done = must and moved[line]["result"] == "moved"
+        pushed.append(LinePush(line, old, new, moved=done, member=True))
+        if must and not done:
+            now = (moved[line]["head"] or "nothing")[:12]
+            notes.append(f"member line {line} left at {now} on the registry: it moved meanwhile")
+    return pushed, notes
 
 
 def post_objects(
@@ -201,22 +237,43 @@ def _tips(repo: Repo, specs: list[str]) -> _Tips:
         tips = [_tip(conn, spec) for spec in specs]
         history = transfer.recent(conn, [cid for _, cid, _ in tips], RECENT)
         blobs = sorted(transfer.blob_sizes(conn, history))[:MISSING_BATCH]
-    return _Tips(tips, blobs)
+        members = _pinned(conn, tips)
+    return _Tips(tips, blobs, members)
 
 
-def _plan(repo: Repo, tips: list, heads: dict, tags: bool, force: bool) -> _Plan:
-    """What to send: every commit reachable from TIPS that the registry lacks."""
+def _pinned(conn, tips) -> list[tuple[str, str]]:
+    """(line, commit) of each member the sets of TIPS pin, on a line the push does not name;
+    of two members of one line, the one that descends from the other."""
+    named = {line for line, _, _ in tips}
+    found: dict[str, str] = {}
+    for _, cid, _ in tips:
+        for m in rows.members_of(conn, cid):
+            line = rows.commit_row(conn, m.commit_id).line
+            other = found.get(line)
+            if line not in named and (
+                other is None or transfer.is_ancestor(conn, other, m.commit_id)
+            ):
+                found[line] = m.commit_id
+    return sorted(found.items())
+
+
+def _plan(repo: Repo, found: _Tips, heads: dict, tags: bool, force: bool) -> _Plan:
+    """What to send: every commit reachable from the tips that the registry lacks."""
+    tips = found.tips
     with repo.db.read() as conn:
         have = [h for h in heads.values() if h and _known(conn, h)]
         moves = [(line, heads.get(line), cid) for line, cid, _ in tips]
         moves = [(*m, _needs_move(conn, *m, force=force)) for m in moves]
+        members = [(line, heads.get(line), cid) for line, cid in found.members]
+        notes = [n for m in members if (n := _member_left(conn, *m))]
+        members = [(*m, _member_moves(conn, *m)) for m in members]
         ids = transfer.reachable(conn, [cid for _, cid, _ in tips], have)
         sending = ids + [cid for _, cid, _ in tips if cid not in ids]  # their evaluations too
         payload = transfer.export_objects(conn, sending)
         sizes = transfer.blob_sizes(conn, ids)
-        tag_plan = _tags(conn, tips, tags)
+        tag_plan = _tags(conn, tips + [(line, cid, None) for line, cid in found.members], tags)
     sources = {b: (repo.store.local_path(b), n) for b, n in sizes.items()}
-    return _Plan(moves, payload, sources, tag_plan)
+    return _Plan(moves, payload, sources, tag_plan, members, notes)
 
 
 def _tip(conn, spec: str) -> tuple[str, str, str | None]:
@@ -257,9 +314,30 @@ def _needs_move(conn, line: str, old: str | None, new: str, *, force: bool) -> b
     raise PushRejected(line, new, old, NOT_FF)
 
 
+def _member_moves(conn, line: str, old: str | None, new: str) -> bool:
+    """Whether a pushed set's member line moves on the registry from OLD to NEW, the member
+    the set pins: made where it is missing, fast-forwarded, never rewound nor forced."""
+    if old is None:
+        return True
+    return old != new and _known(conn, old) and transfer.is_ancestor(conn, old, new)
+
+
+def _member_left(conn, line: str, old: str | None, new: str) -> str | None:
+    """One line when the member line LINE stays at OLD on the registry though NEW, the member
+    a pushed set pins, is not behind it (the set itself is pushed all the same)."""
+    if old is None or old == new or _member_moves(conn, line, old, new):
+        return None
+    if _known(conn, old) and transfer.is_ancestor(conn, new, old):
+        return None  # the registry is already past it
+    return (
+        f"member line {line} left at {old[:12]} on the registry: the pushed set's member "
+        f"{new[:12]} does not descend from it (a member line only fast-forwards)"
+    )
+
+
 def _tags(conn, tips, every: bool) -> list[tuple[str, str, str | None]]:
     """The tags a push carries: those named in the specs, and with EVERY each tag of a pushed
-    line whose commit the push makes the registry hold."""
+    line (a set's member lines too) whose commit the push makes the registry hold."""
     out = {}
     for line, cid, named in tips:
         q = sa.select(s.refs).where(s.refs.c.line == line, s.refs.c.kind == RefKind.TAG)
