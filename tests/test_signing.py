@@ -162,6 +162,18 @@ def test_the_signature_lists_the_blob_ids_and_ignores_model_sig(repo, mint, sign
     assert bundle["verificationMaterial"]["tlogEntries"] == []  # offline: no transparency log
 
 
+def test_signing_an_unchanged_folder_signs_the_head_once_per_key(repo, mint, signed, models):
+    again = ("commit", "chat", models["a1"], "-m", "again", "--sign", signed["private_key"])
+    r = mint(*again)
+    assert r.code == 0 and "nothing to commit" in r.out
+    assert len(api.show(repo, "chat").signatures) == 1  # alice signed this commit already
+    bob = generate(mint, Path(signed["private_key"]).parent.parent / "bob")
+    assert mint("key", "add", "bob", bob["public_key"]).code == 0
+    assert mint(*again[:-1], bob["private_key"]).code == 0
+    signers = api.verify(repo, "chat").signers
+    assert sorted(s.key for s in signers) == ["alice", "bob"] and len(api.log(repo, "chat")) == 1
+
+
 # --- a folder signed by model_signing, committed by mint -----------------------------------
 
 

@@ -61,12 +61,15 @@ def differences(signed: dict[str, str], actual: dict[str, str]) -> str | None:
 
 
 def attach(conn, commit: str, files: dict[str, str], bundle: bytes, where: str) -> bool:
-    """Keep BUNDLE with COMMIT (checked first); False if it was kept already."""
+    """Keep BUNDLE with COMMIT (checked first); False if it was kept already, or if the same
+    key signed COMMIT the same way already (an ECDSA signature differs each time it is made)."""
     st = check(bundle, files, commit, where)
     digest, c = hashlib.sha256(bundle).hexdigest(), s.commit_signatures.c
-    q = sa.select(c.sha256).where(c.commit_id == commit, c.sha256 == digest)
-    if conn.execute(q).first() is not None:
-        return False
+    same = (c.sha256 == digest) | (c.key_hint == st.hint) if st.hint else c.sha256 == digest
+    q = sa.select(c.sha256, c.bundle).where(c.commit_id == commit, same)
+    for row in conn.execute(q):
+        if row.sha256 == digest or read(row.bundle.encode()).commit == st.commit:
+            return False
     conn.execute(
         s.commit_signatures.insert().values(
             commit_id=commit,
