@@ -64,14 +64,19 @@ class ChannelView:
     pending: list[PendingApproval]
 
 
-def timeline_entry(repo: Repo, m: Move, cache: dict) -> TimelineEntry:
-    """MOVE with the evidence it rests on (CACHE: evaluations and contracts read so far)."""
-    return TimelineEntry(
-        m,
-        [Evidence(e, c) for e, c in evidence.of_move(repo, m, cache)],
-        [Approved(by, at) for by, at in evidence.approvals_of(repo, m)],
-        evidence.gate_rows(repo, m, cache),
-    )
+def timeline(repo: Repo, moves: list[Move]) -> list[TimelineEntry]:
+    """MOVES, each with the evidence it rests on."""
+    cache: dict = {}  # evaluations and contracts read so far
+    gates = evidence.gate_rows(repo, moves, cache)
+    return [
+        TimelineEntry(
+            m,
+            [Evidence(e, c) for e, c in evidence.of_move(repo, m, cache)],
+            [Approved(by, at) for by, at in evidence.approvals_of(repo, m)],
+            gates.get(m.id, []),
+        )
+        for m in moves
+    ]
 
 
 def channel_view(
@@ -87,15 +92,13 @@ def channel_view(
         (c.target for c in api.tag_list(repo, line, RefKind.CHANNEL) if c.name == channel), None
     )
     head = api.resolve(repo, line)
-    cache: dict = {}
-    timeline = [timeline_entry(repo, m, cache) for m in moves]
     return ChannelView(
         line,
         channel,
         holder,
         head,
         api.gate(repo, head, channel) if head != holder else None,
-        timeline,
+        timeline(repo, moves),
         moves[-1].id if len(moves) == n else None,
         pending_approvals(repo, ref, 20),
     )

@@ -83,14 +83,17 @@ def _moment(at: str) -> dt.datetime:
     return as_utc(dt.datetime.fromisoformat(at))
 
 
-def guards_at(conn, line: str, channel: str, at: dt.datetime, named: str | None) -> list:
+def guards_at(conn, line: str, channel: str, at: dt.datetime, named: str | None, cache) -> list:
     """The contract versions (rows) that guarded LINE@CHANNEL at AT, as the gate then chose
     them (each name's latest version by then), and NAMED (the version the move stored) when a
-    promote named it beyond them."""
-    c = s.contracts.c
-    on_channel = sa.select(c.name).where(c.channel == channel)
+    promote named it beyond them. CACHE keeps the channel's contract rows for the page."""
+    key = f"contracts on {channel}"
+    if key not in cache:
+        c = s.contracts.c
+        on_channel = sa.select(c.name).where(c.channel == channel)
+        cache[key] = conn.execute(sa.select(s.contracts).where(c.name.in_(on_channel))).all()
     latest: dict = {}
-    for row in conn.execute(sa.select(s.contracts).where(c.name.in_(on_channel))):
+    for row in cache[key]:
         known = latest.get(row.name)
         if as_utc(row.created_at) <= at and (known is None or row.version > known.version):
             latest[row.name] = row
@@ -104,25 +107,41 @@ def guards_at(conn, line: str, channel: str, at: dt.datetime, named: str | None)
     return rows
 
 
-def gate_rows(repo: Repo, move: Move, cache: dict) -> list[Check]:
-    """The gate's rows at MOVE (a promote or a force) beyond the metric tables of the
-    evaluations it names: for each contract version that guarded the channel, a missing
-    evaluation (and its metrics, not found), the channels it requires held before the move,
-    and the approvals recorded up to it."""
-    if move.action not in (Action.PROMOTE, Action.FORCE) or move.to is None:
-        return []
-    at, out = _moment(move.at), []
-    named = {e.contract_id for e in _evaluations(repo, move.to, cache) if e.id in move.evaluations}
-    held = _evaluations(repo, move.from_, cache) if move.from_ else []
+def gate_rows(repo: Repo, moves: list[Move], cache: dict) -> dict[int, list[Check]]:
+    """Move id -> the gate's rows at that move (a promote or a force) beyond the metric tables
+    of the evaluations it names: for each contract version that guarded the channel then, a
+    missing evaluation (and its metrics, not found), the channels it requires held before the
+    move, and the approvals recorded up to it. One connection for the page's moves."""
+    gated = [m for m in moves if m.action in (Action.PROMOTE, Action.FORCE) and m.to]
+    if not gated:
+        return {}
     with repo.db.read() as conn:
-        for row in guards_at(conn, move.line, move.channel, at, move.contract):
-            if row.id not in named:
-                prev = _holder_metrics(held, row.name, move.at) if move.from_ else None
-                out.append(missing_evaluation(row))
-                out += metric_checks(row.body, {}, prev, move.from_)
-            for ch in row.body["requires"]:
-                out.append(held_check(conn, move.to, move.line, ch, before=move.id))
-            if row.body["approvals"]:
-                n = approval_count(conn, move.to, move.channel, until=at)
-                out.append(approvals_check(n, row))
+        return {m.id: _gate_at(conn, repo, m, cache) for m in gated}
+
+
+def _gate_at(conn, repo: Repo, move: Move, cache: dict) -> list[Check]:
+    at, out = _moment(move.at), []
+    named = _contracts_of(conn, move.evaluations)
+    for row in guards_at(conn, move.line, move.channel, at, move.contract, cache):
+        if row.id not in named:
+            out += _missing(repo, move, row, cache)
+        for ch in row.body["requires"]:
+            out.append(held_check(conn, move.to, move.line, ch, before=move.id))
+        if row.body["approvals"]:
+            out.append(approvals_check(approval_count(conn, move.to, move.channel, at), row))
     return out
+
+
+def _contracts_of(conn, evaluations: list[int]) -> set[str]:
+    """The contract versions of the evaluations a move names."""
+    if not evaluations:
+        return set()
+    e = s.evaluations.c
+    return set(conn.execute(sa.select(e.contract_id).where(e.id.in_(evaluations))).scalars())
+
+
+def _missing(repo: Repo, move: Move, row, cache: dict) -> list[Check]:
+    """The rows of contract version ROW when MOVE's commit had no evaluation under it."""
+    held = _evaluations(repo, move.from_, cache) if move.from_ else []
+    prev = _holder_metrics(held, row.name, move.at) if move.from_ else None
+    return [missing_evaluation(row), *metric_checks(row.body, {}, prev, move.from_)]

@@ -12,7 +12,7 @@ from mint.objects import CommitDetail, Diff
 from mint.registry.auth import check_line, check_rev, visible
 from mint.registry.web import lineage, queries
 from mint.registry.web.card import card_of, read_text
-from mint.registry.web.channel_api import ChannelView, TimelineEntry, channel_view, timeline_entry
+from mint.registry.web.channel_api import ChannelView, TimelineEntry, channel_view, timeline
 from mint.repo import Repo
 from mint.team.tokens import Identity
 
@@ -200,4 +200,5 @@ def _held(repo: Repo, v: ChannelView) -> TimelineEntry | None:
     move = queries.holder_move(repo, v.line, v.channel) if v.holder else None
     if move is None:
         return None
-    return timeline_entry(repo, move, {})
+    on_page = next((e for e in v.moves if e.move.id == move.id), None)
+    return on_page or timeline(repo, [move])[0]
