@@ -232,6 +232,12 @@ def test_markup_in_the_address_is_escaped_on_the_error_page(site):
     assert page.status_code == 404 and "<b>chat" not in page.text
 
 
+def test_a_contract_nothing_of_the_line_is_evaluated_under_says_so(site):
+    page = site.page("/evaluations/other@odd?metric=")
+    assert page.status_code == 200 and 'id="chart"' not in page.text
+    assert "no commit of other is evaluated under odd" in page.text
+
+
 def test_a_token_limited_to_other_lines_is_refused(site):
     assert site.page("/evaluations/chat@quality", who="outsider").status_code == 403
     page = site.page("/evaluations/other@quality", who="outsider")

@@ -159,7 +159,7 @@ def _columns(contract: Contract, rows: list[Evaluated]) -> list[str]:
 
 
 def _chosen(contract: Contract, metrics: list[str], metric: str | None) -> str | None:
-    if metric is None:
+    if not metric:
         return metrics[0] if metrics else None
     if metric not in metrics:
         raise RevisionNotFound(
