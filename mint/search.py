@@ -33,7 +33,7 @@ META_KEY_MAX = 200  # the columns' widths: a longer key or value is not searchab
 META_VALUE_MAX = 500
 METRIC_NAME_MAX = 200
 _IN_MAX = 500  # lines named in one IN (...); more are matched here, row by row
-_FEW = 1000  # a condition met by fewer commits drives the query (see _select)
+_FEW = 2000  # a condition met by fewer commits drives the query (see _select)
 
 _OPS = {
     ">=": lambda col, x: col >= x,
@@ -206,9 +206,10 @@ class _Condition:
         self.ids = sa.select(on).where(*where)
         self.probe = sa.exists().where(on == s.commits.c.id, *where)
 
-    def fewer_than(self, conn: Connection, cap: int) -> bool:
+    def counted(self, cap: int):
+        """How many commits meet it, counted up to CAP (one index range of at most CAP)."""
         found = self.ids.limit(cap).subquery()
-        return conn.execute(sa.select(sa.func.count()).select_from(found)).scalar() < cap
+        return sa.select(sa.func.count()).select_from(found).scalar_subquery()
 
 
 def _conditions(query: Query) -> list[_Condition]:
@@ -237,7 +238,7 @@ def _select(conn: Connection, query: Query, lines: set[str] | None):
     c = s.commits.c
     q = sa.select(s.commits)
     conditions = _conditions(query)
-    driver = next((x for x in conditions if x.fewer_than(conn, _FEW)), None)
+    driver = _fewest(conn, conditions)
     for x in conditions:
         q = q.where(c.id.in_(x.ids) if x is driver else x.probe)
     if query.author is not None:
@@ -245,6 +246,15 @@ def _select(conn: Connection, query: Query, lines: set[str] | None):
     if lines is not None:
         q = q.where(c.line.in_(sorted(lines)))
     return q.order_by(c.created_at.desc(), c.id)
+
+
+def _fewest(conn: Connection, conditions: list[_Condition]) -> _Condition | None:
+    """The condition fewest commits meet if that is under _FEW, else None: one query."""
+    if not conditions:
+        return None
+    counts = conn.execute(sa.select(*(x.counted(_FEW) for x in conditions))).one()
+    fewest = min(range(len(conditions)), key=lambda i: counts[i])
+    return conditions[fewest] if counts[fewest] < _FEW else None
 
 
 def _lines(conn: Connection, glob: str | None, readable) -> set[str] | None:
