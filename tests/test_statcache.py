@@ -18,7 +18,7 @@ import pytest
 
 from mint import api
 from mint.commits.safetensors import TensorPass, read_header
-from mint.commits.statcache import FILENAME, RACY_NS, FileStat, Known, StatCache
+from mint.commits.statcache import FILENAME, FileStat, Known, StatCache, tick_ns
 from mint.errors import InvalidSafetensors
 from mint.store import BlobChanged, LocalObjectStore, MemoryObjectStore
 
@@ -54,14 +54,13 @@ class reads:
         _watched.remove(self.folder)
 
 
-def settle(folder) -> None:
-    """Wait until the files' times are old enough for the stat cache to trust them."""
-    newest = max(
-        max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in folder.rglob("*") if p.is_file()
-    )
-    wait = (newest + RACY_NS - time.time_ns()) / 1e9 + 0.05
-    if wait > 0:
-        time.sleep(wait)
+def settle(folder, but=None) -> None:
+    """Wait until the files' times (but BUT's) are old enough for the stat cache to trust
+    them: one time stamp's granularity (on most file systems, about 10 ms)."""
+    stats = [FileStat.of(p.lstat()) for p in folder.rglob("*") if p.is_file() and p != but]
+    trusted = max(max(s.mtime_ns, s.ctime_ns) + s.racy_window_ns for s in stats)
+    while time.time_ns() <= trusted:
+        time.sleep((trusted - time.time_ns()) / 1e9 + 0.001)
 
 
 @pytest.fixture
@@ -95,9 +94,24 @@ def test_unchanged_recommit_reads_no_file(local):
     assert (repo.mint_dir / FILENAME).exists()
 
 
-def test_a_file_changed_in_place_with_its_mtime_restored_is_caught(local):
+def test_unchanged_recommit_right_after_the_commit_reads_no_file(local):
+    """Files written a moment before the commit (as training leaves them) are cached by it:
+    only a file stamped within one tick of the reading is racy, not every file just written."""
     repo, folder = local
-    settle(folder)
+    shutil.copytree(folder, folder.parent / "fresh")
+    fresh = folder.parent / "fresh"
+    settle(fresh)  # one time stamp's tick, not seconds
+    first = commit(repo, fresh)
+    with reads(fresh) as opened:
+        again = commit(repo, fresh)
+    assert first.created and not again.created and again.id == first.id
+    assert opened == []
+
+
+def test_a_file_changed_in_place_with_its_mtime_restored_is_caught(local):
+    """Right after the commit, within the same second: the size and the mtime are as they
+    were, and the ctime, which no tool can set, tells."""
+    repo, folder = local
     first = commit(repo, folder)
     weights = folder / WEIGHTS
     before = weights.stat()
@@ -125,12 +139,51 @@ def test_a_file_replaced_by_another_inode_is_caught(local):
 
 
 def test_a_racy_entry_is_not_trusted(local):
+    """A file stamped no earlier than the reading (here a second ahead, as a write within the
+    reading's tick, or a clock running ahead, leaves it) is read again by the next commit;
+    the others are not."""
     repo, folder = local
-    (folder / "README.md").write_text("just written\n")  # changed within the racy window
+    readme = folder / "README.md"
+    readme.write_text("just written\n")
+    ahead = time.time_ns() + 1_000_000_000
+    os.utime(readme, ns=(ahead, ahead))
+    settle(folder, but=readme)
     commit(repo, folder)
     with reads(folder) as opened:
         assert not commit(repo, folder).created
-    assert any(p.endswith("README.md") for p in opened)
+    assert opened == [str(readme)]
+
+
+@pytest.mark.parametrize(
+    "stamp,granule",
+    [
+        (1_700_000_000_123_456_789, 1),  # nanoseconds (ext4, xfs, btrfs, tmpfs)
+        (1_700_000_000_123_456_700, 100),  # NTFS keeps 100 ns
+        (1_700_000_000_120_000_000, 10_000_000),  # exFAT keeps 10 ms
+        (1_700_000_001_000_000_000, 2_000_000_000),  # whole seconds: FAT keeps even ones
+    ],
+)
+def test_racy_means_within_the_granularity_of_the_reading(stamp, granule):
+    st = FileStat(10, stamp, stamp, 1, 1)
+    window = granule + tick_ns()
+    assert st.racy_window_ns == window
+    assert st.racy(stamp) and st.racy(stamp + window - 1)
+    assert not st.racy(stamp + window)
+    assert FileStat(10, stamp - 10 * granule, stamp, 1, 1).racy(stamp + window - 1)  # ctime
+
+
+def test_a_racy_entry_is_never_stored(tmp_path):
+    f = tmp_path / "f"
+    f.write_bytes(b"x")
+    st = FileStat.of(f.lstat())
+    cache = StatCache(tmp_path / FILENAME)
+    newest = max(st.mtime_ns, st.ctime_ns)
+    cache.add(f, st, newest + st.racy_window_ns - 1, Known("ab" * 32))
+    cache.close()
+    assert StatCache(tmp_path / FILENAME).get(f, st) is None
+    cache.add(f, st, newest + st.racy_window_ns, Known("ab" * 32))
+    cache.close()
+    assert StatCache(tmp_path / FILENAME).get(f, st) == Known("ab" * 32)
 
 
 def test_an_entry_without_what_a_commit_needs_is_not_used(local, models):

@@ -2,10 +2,15 @@
 says about it, so that committing an unchanged folder again reads no file contents.
 
 An entry is trusted only when every stat field (size, mtime_ns, ctime_ns, inode, device) is
-the same as when the file was read, and the file's times were at least `RACY_NS` older than
-that moment (racy git: a file changed again within one timestamp tick of being read would
-otherwise look unchanged; two seconds also covers file systems that keep whole or even
-seconds). Entries that would be racy are not kept: the next commit reads the file again.
+the same as when the file was read, and the file's times were older than that moment by more
+than one time stamp's granularity (racy git: a file written again within the same tick as the
+stamp it already had keeps that stamp, and would look unchanged). The granularity is the file
+system's, as its stamps show it (one that keeps whole seconds stamps multiples of a second; FAT
+keeps even ones: two seconds), plus one tick of the kernel's coarse clock, which stamps files
+and may lag the clock a commit reads. On a file system with nanosecond stamps that is about
+10 ms: a file written by training a moment before `mint commit` runs is still cached by that
+commit, so the next one reads nothing. Entries that would be racy are not kept: the next
+commit reads the file again.
 
 The cache is `.mint/statcache.db`, a SQLite file the local repository owns. It is a shortcut
 and nothing more: an error reading or writing it counts as a miss, and a blob id it gives is
@@ -15,15 +20,20 @@ still checked against the file's bytes if the store has to copy them again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
+import sys
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 FILENAME = "statcache.db"
-RACY_NS = 2_000_000_000
+MIN_TICK_NS = 10_000_000  # the kernel's coarse clock ticks at HZ >= 100
+WHOLE_SECOND_NS = 2_000_000_000  # a file system that keeps seconds may keep even ones (FAT)
+_CLOCK_REALTIME_COARSE = 5  # Linux's clock id; the time module does not name it
 MAX_ENTRIES = 2048
 _VERSION = 2
 _SCHEMA = """CREATE TABLE IF NOT EXISTS files (
@@ -56,8 +66,36 @@ class FileStat:
         return f"{self.size} {self.mtime_ns} {self.ctime_ns} {self.ino} {self.dev}"
 
     def racy(self, seen_ns: int) -> bool:
-        """Whether the file changed too close to SEEN_NS (when it was read) to be trusted."""
-        return max(self.mtime_ns, self.ctime_ns) + RACY_NS > seen_ns
+        """Whether the file changed too close to SEEN_NS (when it was read) to be trusted: a
+        write after that moment could have left the same stamps."""
+        return max(self.mtime_ns, self.ctime_ns) + self.racy_window_ns > seen_ns
+
+    @property
+    def racy_window_ns(self) -> int:
+        """How much older than the reading the stamps must be: the file system's granularity
+        and one tick of the clock that stamps files."""
+        return granularity_ns(self.mtime_ns, self.ctime_ns) + tick_ns()
+
+
+def granularity_ns(*stamps: int) -> int:
+    """The coarsest granularity STAMPS allow: the largest power of ten, up to a second, that
+    divides them all (ctime cannot be set by a tool, so it shows the file system's own); two
+    seconds for whole ones. Nanosecond stamps that end in zeros by chance only widen the window."""
+    granule = 1
+    while granule < 1_000_000_000 and all(s % (granule * 10) == 0 for s in stamps):
+        granule *= 10
+    return WHOLE_SECOND_NS if granule == 1_000_000_000 else granule
+
+
+@functools.cache
+def tick_ns() -> int:
+    """One tick of the kernel's coarse clock (files are stamped from it), at least MIN_TICK_NS."""
+    if not sys.platform.startswith("linux"):
+        return MIN_TICK_NS
+    try:
+        return max(MIN_TICK_NS, int(time.clock_getres(_CLOCK_REALTIME_COARSE) * 1e9))
+    except OSError:
+        return MIN_TICK_NS
 
 
 @dataclass(frozen=True)
