@@ -72,6 +72,7 @@ MACARON_V2 = (
 
 @dataclass
 class Site:
+    repo: object
     server: Registry
     tokens: dict[str, str]
     ids: dict[str, str]
@@ -115,6 +116,8 @@ def prepare(repo, models, folder: Path) -> dict[str, str]:
         "coding": api.commit(repo, "coding", models["a3"], "coder", author="bob").id,
         "router": api.commit(repo, "router", models["a1"], "router", author="alice").id,
     }
+    damaged = with_card(models["a1"], folder / "damaged", "# A card to damage\n", "damaged")
+    ids["damaged"] = api.commit(repo, "damaged", damaged, "its card is damaged", author="eve").id
     api.tag(repo, "chat@v1", ids["c1"], by="alice")
     api.tag(repo, "chat@v2", ids["c2"], by="alice")
     api.tag(repo, "router@v1", ids["router"], by="alice")
@@ -153,7 +156,7 @@ def site(request, tmp_path_factory, models):
         }
         server = start_registry(repo.root)
         stack.callback(server.stop)
-        s = Site(server, tokens, ids)
+        s = Site(repo, server, tokens, ids)
         s.browser = chromium(Path(tempfile.mkdtemp(prefix="chromium-", dir=folder)))
         stack.callback(s.browser.quit)
         yield s
@@ -201,6 +204,16 @@ def test_a_model_card_over_the_limit_is_cut_and_says_so(site):
     assert "only its first 256.0 KiB" in b.find_element("id", "card-cut").text
     body = b.find_element("id", "card-body").text
     assert body.startswith("Big") and "THE END OF THE CARD" not in body
+
+
+def test_a_damaged_model_card_is_an_error_not_a_page(site):
+    cid = site.ids["damaged"]
+    blob = site.repo.store.local_path(api.show(site.repo, cid).files["README.md"].sha256)
+    blob.chmod(0o644)
+    blob.write_text("# Tampered\n")
+    answer = site.get(f"/commit/{cid}")
+    assert answer.status_code == 500 and "is corrupt" in answer.text
+    assert "Tampered" not in answer.text and "A card to damage" not in answer.text
 
 
 def test_a_commit_without_a_readme_has_no_card(site):

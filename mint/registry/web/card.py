@@ -77,8 +77,13 @@ def render_card(text: str) -> tuple[str, str]:
 def card_of(store: ObjectStore, files: dict) -> Card | None:
     """The model card of a commit whose files are FILES (None: it has no README.md)."""
     entry = files.get(CARD)
-    if entry is None:
-        return None
-    text, cut = read_text(store, entry.sha256, LIMIT)
+    return None if entry is None else _card(store, entry.sha256, entry.size)
+
+
+# A blob never changes: its card is rendered once (markdown-it is pure Python, about a
+# second for a dense 256 KiB file on a busy machine) and kept for the next views.
+@functools.lru_cache(maxsize=64)
+def _card(store: ObjectStore, blob: str, size: int) -> Card:
+    text, cut = read_text(store, blob, LIMIT)
     html, front = render_card(text)
-    return Card(CARD, html, front, entry.size, cut)
+    return Card(CARD, html, front, size, cut)

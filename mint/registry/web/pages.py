@@ -10,7 +10,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
-from mint.errors import MintError
+from mint.errors import MintError, StoreError
 from mint.registry.failures import status_of
 from mint.registry.web import views
 from mint.registry.web.render import HEADERS, STATIC, render
@@ -23,14 +23,14 @@ Text = Annotated[str, Query(max_length=500)]
 
 def page(request: Request, template: str, build: Callable[[Identity], dict]) -> Response:
     """TEMPLATE over BUILD(identity); to the sign-in page without a session; an error page
-    with the API's status for the API's errors."""
+    with the API's status for the API's errors (and the store's: a damaged blob is a 500)."""
     who = signed_in(request)
     if who is None:
         here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"/signin?next={quote(here, safe='')}", status_code=303)
     try:
         context = build(who)
-    except MintError as exc:
+    except (MintError, StoreError) as exc:
         return render(request, "error.html", who, status_of(exc), error=exc)
     return render(request, template, who, **context)
 
