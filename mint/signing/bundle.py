@@ -137,6 +137,12 @@ def _key_errors(path: Path, password: str | None):
         raise InvalidKey(str(path), "not an elliptic-curve private key (PEM)") from None
 
 
+def read_bundle(path: Path) -> bytes:
+    """The bytes of the bundle file PATH, at most one more than `read` accepts."""
+    with open(path, "rb") as f:
+        return f.read(MAX_BUNDLE + 1)
+
+
 def read(bundle: bytes, where: str = SIGNATURE_FILE) -> Statement:
     """What BUNDLE states, its shape checked as model_signing's verifier reads it (its
     signature is not checked here: `verify_with` does that)."""

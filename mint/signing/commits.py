@@ -29,6 +29,7 @@ from mint.signing.bundle import (
     check_private_key,
     folder_digests,
     read,
+    read_bundle,
     sign,
     verify_with,
 )
@@ -110,7 +111,7 @@ def verify_folder(
     `model_signing verify` does)."""
     folder = Path(folder)
     try:
-        bundle = (folder / SIGNATURE_FILE).read_bytes()
+        bundle = read_bundle(folder / SIGNATURE_FILE)
     except OSError:
         raise NotVerified(str(folder), f"it has no readable {SIGNATURE_FILE}") from None
     with repo.db.read() as conn:
@@ -189,7 +190,7 @@ class Signing:
         """None when there is nothing to sign or keep; the key is loaded (so checked) now,
         before anything is stored."""
         path = Path(folder) / SIGNATURE_FILE
-        found = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        found = read_bundle(path) if path.is_file() and not path.is_symlink() else None
         if found is None and private_key is None:
             return None
         if private_key is not None:

@@ -60,10 +60,13 @@ def key_generate(out: str | os.PathLike, *, password: str | None = None) -> Gene
         else serialization.NoEncryption()
     )
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, crypt)
-    out.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _write_new(private, pem, 0o600)
     public_pem = public_pem_of(key.public_key())
-    _write_new(public, public_pem, 0o644)
+    try:
+        out.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_new(private, pem, 0o600)
+        _write_new(public, public_pem, 0o644)
+    except OSError as exc:
+        raise InvalidKey(str(out), exc.strerror or "cannot be written") from None
     return GeneratedKey(str(private), str(public), fingerprint(public_pem), bool(password))
 
 
