@@ -4,10 +4,21 @@ It trains a tiny Mixture-of-LoRA (a router and four specialists), versions it, g
 production on its routing accuracy, serves it over HTTP, pushes a degraded router through
 the gate with --force, watches the served routes go wrong, and rolls back without a restart.
 Every step runs the real `mint` command and shows what it printed.
+
+    python -m mint.examples.demo [--keep DIR]
+
+`--keep DIR` leaves the repository in DIR (a new or empty folder), ready for `mint status`,
+`mint show macaron@production` and `mint serve macaron@production`: the base registered as
+`tiny-llama`, the lines router, chat, agent, coding and ui tagged v1 (router also v2, the
+degraded one), the set line macaron with production back on its first set, the contract
+`production`, and beside it what the demo committed from: train/ (the base, the adapter
+folders, the routing data train.jsonl and heldout.jsonl), macaron/ (mol.toml, route.md,
+summary.md) and production.toml. Without it, everything goes in a temporary folder.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -45,9 +56,9 @@ min = 0.97
 
 
 class Demo:
-    def __init__(self, work: Path):
+    def __init__(self, work: Path, repo: Path | None = None):
         self.work = work
-        self.repo = work / "project"
+        self.repo = repo or work / "project"
 
     def mint(
         self, *args: str, check: bool = True, show: bool = True, lines: int = 14
@@ -75,16 +86,36 @@ def say(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     from mint.examples.tiny import quiet_libraries
 
+    parser = argparse.ArgumentParser(prog="python -m mint.examples.demo", description=__doc__)
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="leave the repository in DIR")
+    keep = parser.parse_args(argv).keep
+    if keep is not None and keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+        print(f"demo: {keep} is not an empty folder; choose another DIR", file=sys.stderr)
+        return 1
     os.environ.setdefault("MINT_USER", "demo")
     quiet_libraries()
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="mint-demo-") as tmp:
-        run_demo(Demo(Path(tmp)))
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        run_demo(Demo(keep.resolve(), repo=keep.resolve()))
+        print(KEPT.format(dir=shlex.quote(str(keep))))
+    else:
+        with tempfile.TemporaryDirectory(prefix="mint-demo-") as tmp:
+            run_demo(Demo(Path(tmp)))
     print(f"\ndemo finished in {time.perf_counter() - started:.0f} s")
     return 0
+
+
+KEPT = """
+The repository is in {dir}; try:
+  cd {dir}
+  mint status
+  mint show macaron@production
+  mint route-eval macaron@production --data train/heldout.jsonl
+  mint serve macaron@production --port 8000"""
 
 
 def run_demo(d: Demo) -> None:

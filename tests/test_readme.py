@@ -1,4 +1,6 @@
-"""README.md's contract example runs as written, line by line, on a repository of two commits."""
+"""README.md's contract example runs as written, line by line, on a repository of two commits,
+on SQLite and on PostgreSQL, and leaves the moves it promises (tests/test_readme_blocks.py runs
+every block of the README in order, as a shell would, on the default SQLite)."""
 
 from __future__ import annotations
 
