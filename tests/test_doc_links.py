@@ -25,6 +25,7 @@ FENCE = re.compile(r"^```.*?^```$", re.M | re.S)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 QUOTED = re.compile(r"`([^`\n]+)`")
 PATH = re.compile(r"(?:\./)?[\w.*-]+(?:/[\w.*-]+)*(?:\.\w+|/)")
+PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]+")  # a folder named in capitals: DIR, LINE
 
 
 def prose(page: Path) -> str:
@@ -33,11 +34,13 @@ def prose(page: Path) -> str:
 
 def quoted_paths(text: str) -> list[str]:
     """The backticked words of TEXT that are paths: a slash, and an extension or a final
-    slash; `::test` and `:line` suffixes dropped. URLs and absolute paths are not paths."""
+    slash; `::test` and `:line` suffixes dropped. URLs, absolute paths and patterns with a
+    placeholder folder (`DIR/model.sig`, `NAMESPACE/NAME`) are not paths."""
     found = []
     for word in QUOTED.findall(text):
         word = re.sub(r"(::|:\d).*$", "", word)
-        if "/" in word and PATH.fullmatch(word) and not word.startswith("/"):
+        placeholder = any(PLACEHOLDER.fullmatch(part) for part in word.split("/"))
+        if "/" in word and PATH.fullmatch(word) and not word.startswith("/") and not placeholder:
             found.append(word)
     return found
 
@@ -67,8 +70,12 @@ def test_every_path_and_link_in_the_docs_exists():
 
 def test_the_check_sees_what_it_checks():
     """The patterns find real paths and links, and report a missing one."""
-    sample = "see `docs/vllm.md`, `tests/test_web.py::test_x`, `mint init`, [w](docs/web.md)"
-    assert quoted_paths(sample) == ["docs/vllm.md", "tests/test_web.py"]
+    sample = "see `docs/vllm.md`, `tests/test_web.py::test_x`, `DIR/x.sig`, [w](docs/web.md)"
+    assert quoted_paths(sample + " `mint init` `docs/README.md`") == [
+        "docs/vllm.md",
+        "tests/test_web.py",
+        "docs/README.md",
+    ]
     assert links(sample + " [x](https://a.b/c) [y](#top)") == ["docs/web.md"]
     assert not exists(ROOT / "README.md", "docs/no-such-page.md")
     assert len([p for page in PAGES for p in quoted_paths(prose(page))]) > 30
