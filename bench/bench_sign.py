@@ -102,7 +102,7 @@ def run(runs: int) -> dict:
         repo, _ = init(tmp / "repo")
         api.base_add(repo, store.BASE_NAME, store.write_base_config(tmp / "base"))
         key = api.key_generate(tmp / "keys")
-        api.key_add(repo, "bench", key.public_key, by="b")
+        api.key_add(repo, "bench", Path(key.public_key).read_text(), by="b")
         size = store.write_adapter(tmp / "warm", seed=0)
         # warm-up: imports (model_signing's too), the first connection
         api.commit(repo, "signed", tmp / "warm", "warm-up", author="b", sign=key.private_key)

@@ -20,7 +20,7 @@ from model_signing import verifying
 from mint import api, schema, transfer
 from mint.cli import run_in_process
 
-from conftest import one_line_error, refused, snapshot
+from conftest import Result, one_line_error, refused, snapshot
 from support.registry import create_token, running_registry
 
 MODEL_SIGNING = str(Path(sys.executable).parent / "model_signing")
@@ -312,7 +312,7 @@ def test_signatures_are_sent_with_their_commits_and_checked_on_arrival(
         assert snapshot(dst) == before
         transfer.import_objects(dst, payload, pushed_by=None)
         assert api.show(dst, head).signatures == api.show(repo, head).signatures
-        api.key_add(dst, "alice", signed["public_key"], by="x")
+        api.key_add(dst, "alice", Path(signed["public_key"]).read_text(), by="x")
         assert [s.key for s in api.verify(dst, head).signers] == ["alice"]
     finally:
         dst.close()
@@ -355,7 +355,44 @@ def test_a_signature_travels_through_a_registry(repo, mint, signed, models, tmp_
     server.close()
     clone = api.open_repo(tmp_path / "clone")
     try:
-        api.key_add(clone, "alice", signed["public_key"], by="x")
+        api.key_add(clone, "alice", Path(signed["public_key"]).read_text(), by="x")
         assert [(s.key, s.bound) for s in api.verify(clone, "chat").signers] == [("alice", True)]
     finally:
         clone.close()
+
+
+def test_a_registrys_keys_are_an_admins_and_verify_runs_there(
+    repo, mint, signed, models, tmp_path, monkeypatch
+):
+    """`mint --repo URL key add` needs an admin; a private key given by mistake is refused
+    before anything is sent; `mint --repo URL verify` checks against the registry's keys."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    server, _ = api.init(tmp_path / "registry")
+    api.base_add(server, "tiny-llama", models["base"])
+    admin = create_token(server.root, "ada", "admin")
+    writer = create_token(server.root, "wanda", "writer")
+    with running_registry(server.root) as registry:
+
+        def at(token: str, *args) -> Result:
+            monkeypatch.setenv("MINT_TOKEN", token)
+            return Result(*run_in_process(["--repo", registry.url, *map(str, args)]))
+
+        one_line_error(at(writer, "key", "add", "alice", signed["public_key"]), "admin")
+        one_line_error(at(admin, "key", "add", "alice", signed["private_key"]), "private key")
+        assert at(admin, "key", "add", "alice", signed["public_key"]).code == 0
+        listed = at(writer, "key", "ls", "--json").json()
+        assert [(k["name"], k["fingerprint"], k["added_by"]) for k in listed] == [
+            ("alice", signed["fingerprint"], "ada")
+        ]
+        monkeypatch.setenv("MINT_TOKEN", writer)
+        assert mint("remote", "add", "origin", registry.url).code == 0
+        assert mint("push", "origin", "chat").code == 0
+        r = at(writer, "verify", "chat", "--json")
+        assert r.code == 0, r
+        assert [(s["key"], s["bound"]) for s in r.json()["signers"]] == [("alice", True)]
+        assert at(admin, "key", "rm", "alice").code == 0
+        one_line_error(at(writer, "verify", "chat"), "not trusted here")
+    with server.db.read() as conn:
+        stored = repr(conn.execute(sa.select(schema.signing_keys)).all())
+    assert "PRIVATE" not in stored and "PRIVATE" not in (registry.output() or "")
+    server.close()

@@ -62,6 +62,10 @@ REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "webhook_ls": ("mint.team.webhooks", "webhook_ls"),
     "webhook_rm": ("mint.team.webhooks", "webhook_rm"),
     "webhook_deliveries": ("mint.team.webhooks", "webhook_deliveries"),
+    "key_add": ("mint.signing.keys", "key_add"),
+    "key_ls": ("mint.signing.keys", "key_ls"),
+    "key_rm": ("mint.signing.keys", "key_rm"),
+    "verify": ("mint.signing.commits", "verify"),
 }
 
 

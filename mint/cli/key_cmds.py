@@ -22,6 +22,17 @@ def password_from(var: str | None) -> str | None:
     return value
 
 
+def key_text(path: str | None, option: str) -> str | None:
+    """The text of the key file PATH (what it holds is the library's to check)."""
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read(16 * 1024 + 1).decode("utf-8", "replace")
+    except OSError as exc:
+        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint=option) from None
+
+
 password_option = click.option(
     "--password-env",
     metavar="VAR",
@@ -62,7 +73,7 @@ def key_generate(out, password_env, as_json) -> None:
 @with_repo
 def key_add(repo, name, public_key, as_json) -> None:
     """Trust the public key in PUBLIC.pem under NAME."""
-    r = api.key_add(repo, name, public_key, by=current_user())
+    r = api.key_add(repo, name, key_text(public_key, "PUBLIC.pem"), by=current_user())
     emit_json(r) if as_json else echo(f"trusted {r.name} ({r.fingerprint})")
 
 
@@ -102,10 +113,11 @@ def verify(repo, rev, folder, key_name, public_key, as_json) -> None:
     keys, and say who signed."""
     if (rev is None) == (folder is None):
         raise click.UsageError("give REV or --dir DIR")
+    pem = key_text(public_key, "--public-key")
     if folder is not None:
-        r = api.verify_folder(repo, folder, key=key_name, public_key=public_key)
+        r = api.verify_folder(repo, folder, key=key_name, public_key=pem)
     else:
-        r = api.verify(repo, rev, key=key_name, public_key=public_key)
+        r = api.verify(repo, rev, key=key_name, public_key=pem)
     if as_json:
         return emit_json(r)
     shown = r.target if folder is not None else short(r.target)

@@ -16,6 +16,7 @@ from mint.registry import (
     routes_canary,
     routes_events,
     routes_hf,
+    routes_keys,
     routes_read,
     routes_search,
     routes_team,
@@ -61,6 +62,7 @@ def create_app(
         routes_transfer,
         routes_events,
         routes_team,
+        routes_keys,
     ):
         app.include_router(module.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])

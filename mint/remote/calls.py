@@ -36,6 +36,7 @@ from mint.remote.reads import (
     tag_list,
 )
 from mint.remote.repo import RemoteRepo
+from mint.remote.signing_ops import key_add, key_ls, key_rm, verify
 from mint.remote.team_ops import (
     protect,
     protected_ls,
@@ -101,6 +102,10 @@ __all__ = [
     "webhook_ls",
     "webhook_rm",
     "write_traces",
+    "key_add",
+    "key_ls",
+    "key_rm",
+    "verify",
 ]
 
 

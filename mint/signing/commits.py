@@ -33,7 +33,7 @@ from mint.signing.bundle import (
     sign,
     verify_with,
 )
-from mint.signing.keys import fingerprint, read_public, trusted_keys, unknown_key
+from mint.signing.keys import fingerprint, parse_public, trusted_keys, unknown_key
 from mint.store import sha256_file
 
 
@@ -91,10 +91,10 @@ def blob_files(conn, commit: str) -> dict[str, str]:
 
 
 def verify(
-    repo, rev: str, *, key: str | None = None, public_key: str | os.PathLike | None = None
+    repo, rev: str, *, key: str | None = None, public_key: str | None = None
 ) -> Verification:
-    """Which trusted keys (or only KEY, by name, or the key in file PUBLIC_KEY) signed REV's
-    files; NotVerified, with the reason of the nearest miss, if none did."""
+    """Which trusted keys (or only KEY, by name, or PUBLIC_KEY, a PEM, trusted or not) signed
+    REV's files; NotVerified, with the reason of the nearest miss, if none did."""
     with repo.db.read() as conn:
         cid = resolve(conn, rev).id
         files, bundles = blob_files(conn, cid), signatures_of(conn, cid)
@@ -105,7 +105,7 @@ def verify(
 
 
 def verify_folder(
-    repo, folder: str | os.PathLike, *, key: str | None = None, public_key=None
+    repo, folder: str | os.PathLike, *, key: str | None = None, public_key: str | None = None
 ) -> Verification:
     """Which trusted keys signed FOLDER as its model.sig says, every file hashed again (as
     `model_signing verify` does)."""
@@ -127,7 +127,7 @@ def verify_folder(
 def _keys(conn, key: str | None, public_key) -> dict[str, tuple[str, bytes]]:
     """fingerprint -> (name, PEM) of the keys to check with."""
     if public_key is not None:
-        pem = read_public(public_key)
+        pem = parse_public(public_key)
         return {fingerprint(pem): ("", pem)}
     keys = trusted_keys(conn)
     if key is not None:

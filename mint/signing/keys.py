@@ -92,33 +92,29 @@ def fingerprint(public_pem: bytes) -> str:
     return hashlib.sha256(public_pem).hexdigest()
 
 
-def read_public(path: str | os.PathLike) -> bytes:
-    """The canonical PEM of the elliptic-curve public key in file PATH; a private key, another
-    kind of key or anything else is refused (without quoting it)."""
+def parse_public(raw: str | bytes, where: str = "given") -> bytes:
+    """The canonical PEM of the elliptic-curve public key RAW; a private key, another kind of
+    key or anything else is refused (without quoting it)."""
     serialization, ec = crypto()
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_PEM + 1)
-    except OSError as exc:
-        raise InvalidKey(str(path), exc.strerror or "cannot be read") from None
+    raw = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
     if b"PRIVATE KEY" in raw:
-        raise InvalidKey(str(path), "this is a private key; give the public one (.pub)")
+        raise InvalidKey(where, "this is a private key; give the public one (.pub)")
     try:
         key = serialization.load_pem_public_key(raw[:MAX_PEM])
     except (ValueError, TypeError):
-        raise InvalidKey(str(path), "not a PEM public key") from None
+        raise InvalidKey(where, "not a PEM public key") from None
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
-        raise InvalidKey(str(path), f"not an elliptic-curve key on {', '.join(CURVES)}")
+        raise InvalidKey(where, f"not an elliptic-curve key on {', '.join(CURVES)}")
     return public_pem_of(key)
 
 
 # --- the keys a repository trusts ------------------------------------------------------
 
 
-def key_add(repo, name: str, public_key: str | os.PathLike, *, by: str) -> SigningKey:
-    """Trust the public key in file PUBLIC_KEY under NAME."""
+def key_add(repo, name: str, public_key: str, *, by: str) -> SigningKey:
+    """Trust PUBLIC_KEY (an elliptic-curve public key, PEM) under NAME."""
     check_name("key", name)
-    pem = read_public(public_key)
+    pem = parse_public(public_key)
     fp, k = fingerprint(pem), s.signing_keys.c
     with repo.db.write() as conn:
         for row in conn.execute(

@@ -1,0 +1,56 @@
+"""Signing on the registry (issue 23): the public keys it trusts (an admin adds and removes
+them; any reader lists them), and verify, which says which of them signed a commit."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter
+from pydantic import StringConstraints
+
+from mint import api
+from mint.objects import SigningKey, Verification
+from mint.registry.auth import Reader, RepoDep, check_commit
+from mint.registry.models import Body, Name
+from mint.registry.render import MintJSON, answer
+from mint.registry.routes_team import RepoAdmin
+from mint.registry.schemas import ERROR_RESPONSES, list_of, model_of
+
+router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["signing"])
+
+Pem = Annotated[str, StringConstraints(min_length=1, max_length=16 * 1024)]
+
+
+class KeyBody(Body):
+    name: Name
+    public_key: Pem  # an elliptic-curve public key, PEM; a private one is refused
+
+
+class VerifyBody(Body):
+    rev: Annotated[str, StringConstraints(min_length=1, max_length=300)]
+    key: Name | None = None
+    public_key: Pem | None = None
+
+
+@router.post("/keys", response_model=model_of(SigningKey))
+def key_add(repo: RepoDep, who: RepoAdmin, body: KeyBody) -> MintJSON:
+    """Trust a public key under a name (an admin's)."""
+    return answer(api.key_add(repo, body.name, body.public_key, by=who.name))
+
+
+@router.get("/keys", response_model=list_of(SigningKey))
+def key_ls(repo: RepoDep, who: Reader) -> MintJSON:
+    return answer(api.key_ls(repo))
+
+
+@router.delete("/keys/{name}", response_model=model_of(SigningKey))
+def key_rm(repo: RepoDep, who: RepoAdmin, name: Name) -> MintJSON:
+    return answer(api.key_rm(repo, name))
+
+
+@router.post("/verify", response_model=model_of(Verification))
+def verify(repo: RepoDep, who: Reader, body: VerifyBody) -> MintJSON:
+    """Which trusted keys (or KEY, or PUBLIC_KEY) signed REV; 400 NotVerified if none did.
+    A token limited to lines verifies only what it may read."""
+    check_commit(repo, who, api.resolve(repo, body.rev))
+    return answer(api.verify(repo, body.rev, key=body.key, public_key=body.public_key))

@@ -1,0 +1,39 @@
+"""Signing through the registry (issue 23): the keys it trusts, and verify against them.
+
+A key is checked here before it is sent: a private key given by mistake never leaves this
+machine (`mint.signing.keys.parse_public` refuses it), and only the canonical public PEM
+travels.
+"""
+
+from __future__ import annotations
+
+from mint.objects import SigningKey, Verification
+from mint.remote.http import segment
+from mint.remote.repo import RemoteRepo
+from mint.signing.keys import parse_public
+from mint.wire import decode, decode_list
+
+
+def key_add(repo: RemoteRepo, name: str, public_key: str, *, by: str) -> SigningKey:
+    """Trust PUBLIC_KEY (PEM) on the registry under NAME (an admin's)."""
+    pem = parse_public(public_key).decode()
+    return decode(SigningKey, repo.client.post("/keys", {"name": name, "public_key": pem}))
+
+
+def key_ls(repo: RemoteRepo) -> list[SigningKey]:
+    """The registry's trusted keys, by name."""
+    return decode_list(SigningKey, repo.client.get("/keys"))
+
+
+def key_rm(repo: RemoteRepo, name: str) -> SigningKey:
+    """Stop trusting the registry's key NAME (an admin's)."""
+    return decode(SigningKey, repo.client.delete(f"/keys/{segment(name)}"))
+
+
+def verify(
+    repo: RemoteRepo, rev: str, *, key: str | None = None, public_key: str | None = None
+) -> Verification:
+    """Which of the registry's trusted keys (or KEY, or PUBLIC_KEY) signed REV there."""
+    pem = parse_public(public_key).decode() if public_key is not None else None
+    body = {"rev": rev, "key": key, "public_key": pem}
+    return decode(Verification, repo.client.post("/verify", body))
