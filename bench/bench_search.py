@@ -10,7 +10,7 @@ by 50 authors. Each commit's meta: `lr` (one of 5 values), `epochs` (1..5, a num
 `q` with `acc` and `loss` uniform in [0, 1]. Tags: `rel-K` on every 100th commit (one commit
 each) and `stable` on one commit of each of 100 lines. The rows go straight in through the
 schema `mint init` migrates, the search index rows (`commit_meta`, `evaluation_metrics`) built
-by the functions every insert uses (`mint.search.meta_rows`, `metric_rows`). PostgreSQL gets
+by the functions every insert uses (`mint.commits.indexes`). PostgreSQL gets
 `VACUUM ANALYZE` after the load, as autovacuum would; SQLite gets nothing (mint never runs
 ANALYZE).
 
@@ -91,7 +91,7 @@ def populate(repo, n: int) -> list[str]:
 
     from mint import api
     from mint import schema as s
-    from mint.search import meta_rows, metric_rows
+    from mint.commits.indexes import meta_rows, metric_rows
 
     path = Path(repo.root) / "q.toml"
     path.write_text(CONTRACT)

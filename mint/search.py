@@ -4,8 +4,8 @@ As MLflow's `search_model_versions` does, `search` returns the commits that meet
 condition (they are AND-ed), newest first, as `log` shows them. Each condition is one index
 range: a commit's meta is kept as (key, value) rows in `commit_meta` and each evaluation's
 numeric metrics as (name, value) rows in `evaluation_metrics`, both written in the
-transaction that stores the commit or the evaluation (`index_commit`, `index_evaluation`:
-every door goes through them), so that a search never reads a JSON column.
+transaction that stores the commit or the evaluation (`mint.commits.indexes`: every door
+goes through it), so that a search never reads a JSON column.
 
 A meta value is matched as text: a string as it is, anything else as its JSON (`--meta
 epochs=3` finds `{"epochs": 3}`). A commit meets the metric conditions on NAME when one of
@@ -16,7 +16,6 @@ evaluation between the two).
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -26,12 +25,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from mint import schema as s
+from mint.commits.rows import infos
 from mint.errors import InvalidQuery
 from mint.objects import CommitInfo
 
-META_KEY_MAX = 200  # the columns' widths: a longer key or value is not searchable
-META_VALUE_MAX = 500
-METRIC_NAME_MAX = 200
 _IN_MAX = 500  # lines named in one IN (...); more are matched here, row by row
 _FEW = 2000  # a condition met by fewer commits drives the query (see _select)
 
@@ -117,56 +114,6 @@ def _named(text: str, what: str) -> str:
     return text
 
 
-# --- the index rows, written with each commit and evaluation -----------------------------
-
-
-def meta_text(value: object) -> str:
-    """How a meta value is matched: a string as it is, anything else as its JSON."""
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-
-
-def meta_rows(meta: object) -> list[dict]:
-    """{key, value} for each searchable entry of a commit's META."""
-    if not isinstance(meta, dict):
-        return []
-    found = ((str(k), meta_text(v)) for k, v in meta.items())
-    return [
-        {"key": k, "value": v}
-        for k, v in found
-        if 0 < len(k) <= META_KEY_MAX and len(v) <= META_VALUE_MAX
-    ]
-
-
-def metric_rows(metrics: object) -> list[dict]:
-    """{name, value} for each finite number among an evaluation's METRICS."""
-    if not isinstance(metrics, dict):
-        return []
-    return [
-        {"name": str(k), "value": float(v)}
-        for k, v in metrics.items()
-        if isinstance(v, int | float)
-        and not isinstance(v, bool)
-        and math.isfinite(v)
-        and 0 < len(str(k)) <= METRIC_NAME_MAX
-    ]
-
-
-def index_commit(conn: Connection, commit_id: str, meta: object) -> None:
-    """The search rows of a commit, in the transaction that inserts it."""
-    rows = [r | {"commit_id": commit_id} for r in meta_rows(meta)]
-    if rows:
-        conn.execute(s.commit_meta.insert(), rows)
-
-
-def index_evaluation(conn: Connection, evaluation_id: int, commit_id: str, metrics) -> None:
-    """The search rows of an evaluation, in the transaction that inserts it."""
-    rows = [
-        r | {"evaluation_id": evaluation_id, "commit_id": commit_id} for r in metric_rows(metrics)
-    ]
-    if rows:
-        conn.execute(s.evaluation_metrics.insert(), rows)
-
-
 # --- the search --------------------------------------------------------------------------
 
 
@@ -186,8 +133,6 @@ def search(
     META: KEY=VALUE; METRIC: NAME>=X (or >, <=, <, =); TAG: a tag's name on any line;
     LINE: a glob of line names ('*', '?', '[...]'); AUTHOR: exactly. READABLE (a registry
     passes its token's check) limits the result to the lines it allows."""
-    from mint.commits.rows import infos
-
     query = parse_query(meta, metric, tag, line, author, n)
     with repo.db.read() as conn:
         lines = _lines(conn, query.line, readable)

@@ -2,8 +2,8 @@
 
 `commit_meta` holds each commit's meta as (key, value) rows and `evaluation_metrics` each
 evaluation's numeric metrics as (name, value) rows, both written with their commit or
-evaluation from now on (mint.search) and filled here from the rows already stored. Two more
-indexes: commits by author, newest first, and tags by name on any line.
+evaluation from now on (mint.commits.indexes) and filled here from the rows already stored.
+Two more indexes: commits by author, newest first, and tags by name on any line.
 
 Revision ID: 0008
 Revises: 0007
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from mint.search import meta_rows, metric_rows
+from mint.commits.indexes import meta_rows, metric_rows
 
 revision: str = "0008"
 down_revision: str | Sequence[str] | None = "0007"
@@ -72,7 +72,8 @@ def upgrade() -> None:
 
 
 def _backfill(commit_meta: sa.Table, evaluation_metrics: sa.Table) -> None:
-    """The rows of every commit and evaluation already stored, as mint.search writes them."""
+    """The rows of every commit and evaluation already stored, as mint.commits.indexes
+    writes them."""
     conn = op.get_bind()
     meta = sa.table("commits", sa.column("id"), sa.column("meta", sa.JSON))
     found = conn.execute(sa.select(meta.c.id, meta.c.meta)).all()

@@ -12,7 +12,7 @@ from mint import schema as s
 from mint.errors import RevisionNotFound
 from mint.ids import CommitId, Kind, RefKind, Role, iso, object_id, utcnow
 from mint.objects import CommitDetail, CommitInfo, FileEntry, Member, TensorEntry
-from mint.search import index_commit
+from mint.commits.indexes import index_commit
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from mint.objects import Evaluation
 from mint.received import json_value, shown
 from mint.refs import resolve
 from mint.repo import Repo
-from mint.search import index_evaluation
+from mint.commits.indexes import index_evaluation
 
 MAX_BY = 200  # the column's width
 
