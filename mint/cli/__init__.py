@@ -6,32 +6,78 @@ huggingface_hub, torch) load only when a command that needs them runs.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from mint import __version__
-from mint.cli import (
-    canary_cmds,
-    channel_cmds,
-    commit_cmds,
-    contract_cmds,
-    hub_cmds,
-    key_cmds,
-    loop_cmds,
-    registry_cmds,
-    remote_cmds,
-    repo_cmds,
-    runtime_cmds,
-    search_cmds,
-    set_cmds,
-    tag_cmds,
-    traces_cmds,
-)
 from mint.cli._common import Context
 
+# Each command's module: a command loads its own module and no other (they import what their
+# commands use, some of it heavy: the runtime's, the registry's). `mint --help` loads them all.
+# A test keeps this table equal to what the modules' `register` functions add.
+COMMANDS = {
+    **dict.fromkeys(("init", "base", "fsck", "gc", "db"), "repo_cmds"),
+    **dict.fromkeys(("commit", "log", "show", "diff", "checkout", "ls"), "commit_cmds"),
+    "search": "search_cmds",
+    "tag": "tag_cmds",
+    "set": "set_cmds",
+    **dict.fromkeys(("contract", "eval"), "contract_cmds"),
+    **dict.fromkeys(
+        ("channel", "approve", "gate", "history", "promote", "rollback", "status"),
+        "channel_cmds",
+    ),
+    "canary": "canary_cmds",
+    **dict.fromkeys(("candidates", "improve"), "loop_cmds"),
+    "pull": "hub_cmds",
+    **dict.fromkeys(("export", "route-eval", "serve"), "runtime_cmds"),
+    **dict.fromkeys(("dataset", "traces"), "traces_cmds"),
+    "registry": "registry_cmds",
+    **dict.fromkeys(("clone", "fetch", "login", "logout", "push", "remote"), "remote_cmds"),
+    **dict.fromkeys(("key", "verify"), "key_cmds"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when they are looked up, by `COMMANDS`.
+
+    click finds a command with `get_command` and lists them with `list_commands`: those load
+    one module, or none. Whoever reads `commands` itself sees every command, loaded."""
+
+    def __init__(self, *args, **kwargs):
+        self._loaded: dict[str, click.Command] = {}
+        self._modules: set[str] = set()
+        super().__init__(*args, **kwargs)
+
+    @property
+    def commands(self) -> dict[str, click.Command]:
+        for module in COMMANDS.values():
+            self._load(module)
+        return self._loaded
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._loaded = dict(value)
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        self._loaded[name or cmd.name] = cmd  # no chained group here: nothing to check
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            self._load(COMMANDS[cmd_name])
+        return self._loaded.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self._loaded, *COMMANDS})
+
+    def _load(self, module: str) -> None:
+        if module not in self._modules:
+            self._modules.add(module)
+            importlib.import_module(f"mint.cli.{module}").register(self)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--repo",
     "repo_path",
@@ -45,26 +91,6 @@ def cli(ctx: click.Context, repo_path: str | None) -> None:
     """mint: version control, a registry and a runtime for LoRA adapters."""
     ctx.obj = Context(repo_path)
     ctx.call_on_close(ctx.obj.close)
-
-
-for _group in (
-    repo_cmds,
-    commit_cmds,
-    search_cmds,
-    tag_cmds,
-    set_cmds,
-    contract_cmds,
-    channel_cmds,
-    canary_cmds,
-    loop_cmds,
-    hub_cmds,
-    runtime_cmds,
-    traces_cmds,
-    registry_cmds,
-    remote_cmds,
-    key_cmds,
-):
-    _group.register(cli)
 
 
 def main(argv: list[str] | None = None) -> None:
