@@ -99,19 +99,20 @@ def approvals_check(n: int, row) -> Check:
     return Check("approvals", f">= {need}", str(n), n >= need)
 
 
-def held_check(conn, cid: str, line: str, channel: str, before: int | None = None) -> Check:
-    held = has_held(conn, cid, line, channel, before)
+def held_check(conn, cid: str, line: str, channel: str) -> Check:
+    return held_row(line, channel, has_held(conn, cid, line, channel))
+
+
+def held_row(line: str, channel: str, held: bool) -> Check:
+    """The row of a contract's `requires`: whether the commit has held LINE@CHANNEL."""
     return Check(f"held {line}@{channel}", "yes", "yes" if held else "no", held)
 
 
-def has_held(conn, cid: str, line: str, channel: str, before: int | None = None) -> bool:
-    """Whether CID has held LINE@CHANNEL (before the history entry BEFORE, if given)."""
+def has_held(conn, cid: str, line: str, channel: str) -> bool:
     h = s.ref_history.c
     q = sa.select(h.id).where(
         h.line == line, h.name == channel, h.new == cid, h.kind == RefKind.CHANNEL
     )
-    if before is not None:
-        q = q.where(h.id < before)
     return conn.execute(q.limit(1)).first() is not None
 
 
