@@ -80,8 +80,8 @@ def card_of(store: ObjectStore, files: dict) -> Card | None:
     return None if entry is None else _card(store, entry.sha256, entry.size)
 
 
-# A blob never changes: its card is rendered once (markdown-it is pure Python, about a
-# second for a dense 256 KiB file on a busy machine) and kept for the next views.
+# A blob never changes: its card is rendered once (markdown-it is pure Python: seconds for a
+# dense 256 KiB file on a busy 2-core machine) and kept for the next views.
 @functools.lru_cache(maxsize=64)
 def _card(store: ObjectStore, blob: str, size: int) -> Card:
     text, cut = read_text(store, blob, LIMIT)

@@ -21,12 +21,12 @@ from mint import schema as s
 from mint.gates.checks import (
     approval_count,
     approvals_check,
-    held_check,
+    held_row,
     metric_checks,
     missing_evaluation,
 )
 from mint.gates.contracts import contract_row
-from mint.ids import Action, as_utc, iso
+from mint.ids import Action, RefKind, as_utc, iso
 from mint.objects import Check, Evaluation, Move
 from mint.repo import Repo
 
@@ -111,33 +111,56 @@ def gate_rows(repo: Repo, moves: list[Move], cache: dict) -> dict[int, list[Chec
     """Move id -> the gate's rows at that move (a promote or a force) beyond the metric tables
     of the evaluations it names: for each contract version that guarded the channel then, a
     missing evaluation (and its metrics, not found), the channels it requires held before the
-    move, and the approvals recorded up to it. One connection for the page's moves."""
+    move, and the approvals recorded up to it. A few queries for the whole page of moves."""
     gated = [m for m in moves if m.action in (Action.PROMOTE, Action.FORCE) and m.to]
     if not gated:
         return {}
     with repo.db.read() as conn:
-        return {m.id: _gate_at(conn, repo, m, cache) for m in gated}
+        named = _contracts_of(conn, [i for m in gated for i in m.evaluations])
+        guards = {
+            m.id: guards_at(conn, m.line, m.channel, _moment(m.at), m.contract, cache)
+            for m in gated
+        }
+        required = {ch for rows in guards.values() for r in rows for ch in r.body["requires"]}
+        first = _first_held(conn, gated[0].line, required, {m.to for m in gated})
+        return {m.id: _gate_at(conn, repo, m, guards[m.id], named, first, cache) for m in gated}
 
 
-def _gate_at(conn, repo: Repo, move: Move, cache: dict) -> list[Check]:
-    at, out = _moment(move.at), []
-    named = _contracts_of(conn, move.evaluations)
-    for row in guards_at(conn, move.line, move.channel, at, move.contract, cache):
-        if row.id not in named:
+def _gate_at(conn, repo: Repo, move: Move, guards, named, first, cache) -> list[Check]:
+    out, mine = [], {named[i] for i in move.evaluations if i in named}
+    for row in guards:
+        if row.id not in mine:
             out += _missing(repo, move, row, cache)
         for ch in row.body["requires"]:
-            out.append(held_check(conn, move.to, move.line, ch, before=move.id))
+            entry = first.get((ch, move.to))
+            out.append(held_row(move.line, ch, entry is not None and entry < move.id))
         if row.body["approvals"]:
-            out.append(approvals_check(approval_count(conn, move.to, move.channel, at), row))
+            n = approval_count(conn, move.to, move.channel, _moment(move.at))
+            out.append(approvals_check(n, row))
     return out
 
 
-def _contracts_of(conn, evaluations: list[int]) -> set[str]:
-    """The contract versions of the evaluations a move names."""
+def _contracts_of(conn, evaluations: list[int]) -> dict[int, str]:
+    """Evaluation id -> its contract version, for the evaluations the moves name."""
     if not evaluations:
-        return set()
+        return {}
     e = s.evaluations.c
-    return set(conn.execute(sa.select(e.contract_id).where(e.id.in_(evaluations))).scalars())
+    q = sa.select(e.id, e.contract_id).where(e.id.in_(set(evaluations)))
+    return dict(conn.execute(q).all())
+
+
+def _first_held(conn, line: str, channels: set[str], commits: set[str]) -> dict:
+    """(channel, commit) -> the first history entry that put COMMIT on LINE@CHANNEL."""
+    if not channels:
+        return {}
+    h = s.ref_history.c
+    q = (
+        sa.select(h.name, h.new, sa.func.min(h.id))
+        .where(h.line == line, h.kind == RefKind.CHANNEL, h.name.in_(channels))
+        .where(h.new.in_(commits))
+        .group_by(h.name, h.new)
+    )
+    return {(name, new): first for name, new, first in conn.execute(q)}
 
 
 def _missing(repo: Repo, move: Move, row, cache: dict) -> list[Check]:
