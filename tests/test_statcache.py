@@ -21,6 +21,7 @@ from mint.commits.safetensors import TensorPass, read_header
 from mint.commits.statcache import FILENAME, FileStat, Known, StatCache, tick_ns
 from mint.errors import InvalidSafetensors
 from mint.store import BlobChanged, LocalObjectStore, MemoryObjectStore
+from mint.store.base import CHUNK
 
 from conftest import snapshot
 
@@ -237,6 +238,32 @@ def test_a_corrupt_cache_is_started_afresh(local):
     with reads(folder) as opened:
         assert commit(repo, folder).id == first.id
     assert opened == []
+
+
+def test_the_one_pass_records_the_hashes_hashlib_gives(local, models, tmp_path):
+    """Blob ids and tensor hashes from the pass that copies (and from `hash_adapter`, a
+    registry's commit) are those of hashing each file and each tensor's bytes on its own.
+    The weights span several of the store's chunks, with tensors cut between two."""
+    from mint.commits.adapter import hash_adapter, scan_adapter
+    from mint.examples import tiny
+
+    repo, _ = local
+    folder = tiny.build_adapter(models["base"], tmp_path / "wide", seed=7, r=1024)
+    raw = (folder / WEIGHTS).read_bytes()
+    assert len(raw) > 2 * CHUNK
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    header.pop("__metadata__", None)
+    tensors = {
+        name: hashlib.sha256(raw[8 + n + a : 8 + n + b]).hexdigest()
+        for name, (a, b) in ((k, v["data_offsets"]) for k, v in header.items())
+    }
+    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+    shown = api.show(repo, commit(repo, folder).id)
+    assert {t.name: t.sha256 for t in shown.tensors} == tensors
+    assert {path: f.sha256 for path, f in shown.files.items()} == files
+    hashed = hash_adapter(scan_adapter(folder))
+    assert hashed.tensor_hashes == tensors and hashed.blobs == files
 
 
 # --- the pass itself ---------------------------------------------------------------
