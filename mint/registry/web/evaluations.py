@@ -62,17 +62,13 @@ def survey(repo: Repo, line: str) -> dict[str, dict[str, tuple]]:
     found: dict[str, dict[str, tuple]] = {}
     with repo.db.read() as conn:
         pairs = conn.execute(q).all()
-        names = _contract_names(conn, {p.contract_id for p in pairs})
+        c = s.contracts.c
+        names = dict(conn.execute(sa.select(c.id, c.name)).all())  # a few rows a contract
     for cid, at, eid, contract_id in pairs:
         commits = found.setdefault(names[contract_id], {})
         if cid not in commits or commits[cid][1] < eid:
             commits[cid] = (at, eid)
     return found
-
-
-def _contract_names(conn, ids: set[str]) -> dict[str, str]:
-    c = s.contracts.c
-    return dict(conn.execute(sa.select(c.id, c.name).where(c.id.in_(ids))).all()) if ids else {}
 
 
 def newest(repo: Repo, commits: dict[str, tuple], cap: int = CAP) -> list[Evaluated]:
