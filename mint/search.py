@@ -31,6 +31,7 @@ from mint.objects import CommitInfo
 
 _IN_MAX = 500  # lines named in one IN (...); more are matched here, row by row
 _FEW = 2000  # a condition met by fewer commits drives the query (see _select)
+_WINDOW = 2000  # commits in the first window read newest first (see _windows)
 
 _OPS = {
     ">=": lambda col, x: col >= x,
@@ -138,8 +139,10 @@ def search(
         lines = _lines(conn, query.line, readable)
         if lines is not None and not lines:
             return []
-        q = _select(conn, query, lines if lines is None or len(lines) <= _IN_MAX else None)
-        found = _take(conn, q, lines, query.n)
+        many = lines is not None and len(lines) > _IN_MAX
+        q, driven = _select(conn, query, None if many else lines)
+        windows = [(None, None)] if driven or query.n is None else _windows(conn)
+        found = _take(conn, q, windows, lines if many else None, query.n)
         return infos(conn, found)
 
 
@@ -175,11 +178,11 @@ def _conditions(query: Query) -> list[_Condition]:
     return found
 
 
-def _select(conn: Connection, query: Query, lines: set[str] | None):
-    """The query. A condition that few commits meet (under _FEW) gives their ids, which are
-    sorted; otherwise the commits are read newest first and each is probed, until N meet
-    every condition. Either way no more than a few thousand index entries are read, and no
-    JSON column."""
+def _select(conn: Connection, query: Query, lines: set[str] | None) -> tuple:
+    """(the query, whether a condition drives it). A condition that few commits meet (under
+    _FEW) gives their ids, which are sorted; otherwise the commits are read newest first, a
+    window at a time (`_windows`), and each is probed, until N meet every condition. Either
+    way a few thousand index entries are read, and no JSON column."""
     c = s.commits.c
     q = sa.select(s.commits)
     conditions = _conditions(query)
@@ -190,7 +193,7 @@ def _select(conn: Connection, query: Query, lines: set[str] | None):
         q = q.where(c.author == query.author)
     if lines is not None:
         q = q.where(c.line.in_(sorted(lines)))
-    return q.order_by(c.created_at.desc(), c.id)
+    return q.order_by(c.created_at.desc(), c.id), driver is not None
 
 
 def _fewest(conn: Connection, conditions: list[_Condition]) -> _Condition | None:
@@ -208,22 +211,49 @@ def _lines(conn: Connection, glob: str | None, readable) -> set[str] | None:
         return None
     if glob is not None and not any(ch in glob for ch in "*?[") and readable is None:
         return {glob}
-    names = conn.execute(sa.select(s.lines.c.name)).scalars()
-    return {
+    names = conn.execute(sa.select(s.lines.c.name)).scalars().all()
+    found = {
         name
         for name in names
         if (glob is None or fnmatch.fnmatchcase(name, glob))
         and (readable is None or readable(name))
     }
+    return None if len(found) == len(names) else found
 
 
-def _take(conn: Connection, q, lines: set[str] | None, n: int | None) -> list:
-    """Q's rows, at most N; with more LINES than one IN holds, those on them, read in
-    order until N are found."""
-    if lines is None or len(lines) <= _IN_MAX:
+def _windows(conn: Connection):
+    """(from, until) times of the newest _WINDOW commits, then the next 3 x _WINDOW, and so on
+    four times larger each (the last without a lower bound). With a bound a planner knows how
+    few rows it reads newest first; without one, PostgreSQL joins every commit that meets each
+    condition."""
+    c, until, k = s.commits.c, None, _WINDOW
+    while True:
+        q = sa.select(c.created_at).order_by(c.created_at.desc()).offset(k).limit(1)
+        since = conn.execute(q).scalar()
+        yield since, until
+        if since is None:
+            return
+        until, k = since, k * 4
+
+
+def _take(conn: Connection, q, windows, lines: set[str] | None, n: int | None) -> list:
+    """Q's rows in each window (from, until) in turn, until N (None: all); with LINES (more
+    than one IN holds), those on them, read in order."""
+    c, found = s.commits.c, []
+    for since, until in windows:
+        w = q if since is None else q.where(c.created_at >= since)
+        w = w if until is None else w.where(c.created_at < until)
+        found += _rows(conn, w, lines, n - len(found) if n else None)
+        if n and len(found) >= n:
+            break
+    return found
+
+
+def _rows(conn: Connection, q, lines: set[str] | None, n: int | None) -> list:
+    if lines is None:
         return conn.execute(q.limit(n) if n else q).all()
     found = []
-    with conn.execute(q.execution_options(yield_per=1000)) as rows:
+    with conn.execute(q.execution_options(yield_per=min(n or 1000, 1000) * 2)) as rows:
         for row in rows:
             if row.line in lines:
                 found.append(row)

@@ -55,8 +55,10 @@ def _ids(items) -> list[str]:
 @pytest.mark.parametrize("few", [1000, 1], ids=["ids-sorted", "newest-first"])
 def test_each_condition_and_all_of_them_newest_first(repo, catalog, few, monkeypatch):
     """Both ways a search runs find the same: from the ids of a condition few commits meet,
-    or (no condition is, here with a threshold of 1) newest first, each commit probed."""
+    or (no condition is, here with a threshold of 1) newest first a window at a time, each
+    commit probed."""
     monkeypatch.setattr(mint.search, "_FEW", few)
+    monkeypatch.setattr(mint.search, "_WINDOW", 1)  # newest first: windows of 1, 4, 16...
     c1, c2, c3 = catalog["c1"], catalog["c2"], catalog["c3"]
     assert _ids(api.search(repo)) == [c3, c2, c1]
     assert _ids(api.search(repo, meta=["lr=0.001"])) == [c3, c1]
@@ -81,6 +83,12 @@ def test_each_condition_and_all_of_them_newest_first(repo, catalog, few, monkeyp
     both = dict(meta=["lr=0.001"], metric=["acc>=0.5"], tag=["v1"], line="*", author="alice")
     assert _ids(api.search(repo, **both)) == [c3, c1]
     assert _ids(api.search(repo, **both | {"metric": ["acc<0.8"]})) == [c1]
+    # -n: the newest that meet them (read a window at a time when nothing drives the search)
+    assert _ids(api.search(repo, n=2)) == [c3, c2]
+    assert _ids(api.search(repo, meta=["lr=0.001"], n=1)) == [c3]
+    assert _ids(api.search(repo, metric=["acc<=0.7"], line="chat", n=1)) == [c2]
+    assert _ids(api.search(repo, tag=["v1"], author="alice", n=2)) == [c3, c1]
+    assert _ids(api.search(repo, line="[ct]*", n=5)) == [c3, c2, c1]
 
 
 def test_the_cli_prints_as_log_does(mint, repo, catalog):
