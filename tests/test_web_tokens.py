@@ -94,8 +94,13 @@ def test_an_admin_creates_a_token_sees_it_once_and_revokes_it(site):
     assert secret not in b.page_source and b.find_elements("id", "secret") == []
     assert secret not in site.server.output()
     row = b.find_element("css selector", "#tokens tr[data-token=ci]")
-    row.find_element("css selector", "button.revoke").click()
+    row.find_element("css selector", "a.revoke").click()  # a page that asks first
+    wait_for(b, lambda: b.find_element("id", "confirm"))
+    assert site.listed()["ci"]["revoked_at"] is None
+    b.find_element("id", "confirm").click()
     wait_for(b, lambda: "revoked" in b.find_element("css selector", "tr[data-token=ci]").text)
+    b.get(site.server.url + "/tokens/revoke?name=ci")
+    assert b.find_element("id", "revoked") and b.find_elements("id", "confirm") == []
     assert site.listed()["ci"]["revoked_at"] is not None
     assert site.api_as(secret, "/api/v1/lines").status_code == 401
 
@@ -133,6 +138,7 @@ def test_posts_without_the_sessions_csrf_token_are_refused(site):
 def test_anyone_but_an_admin_of_the_whole_registry_gets_403(site, who):
     c = site.session(who)
     assert c.get("/tokens").status_code == 403
+    assert c.get("/tokens/revoke", params={"name": "root"}).status_code == 403
     assert 'id="tokens-link"' not in c.get("/").text
     csrf = csrf_of(c)
     made = c.post("/tokens", data={"csrf": csrf, "name": f"by-{who}", "role": "reader"})
@@ -141,6 +147,13 @@ def test_anyone_but_an_admin_of_the_whole_registry_gets_403(site, who):
     assert revoked.status_code == 403
     listed = site.listed()
     assert f"by-{who}" not in listed and listed["root"]["revoked_at"] is None
+
+
+def test_revoking_an_unknown_token_is_a_404_in_one_line(site):
+    c = site.session("root")
+    assert c.get("/tokens/revoke", params={"name": "<b>nobody"}).status_code == 404
+    answer = c.post("/tokens/revoke", data={"csrf": csrf_of(c), "name": "<b>nobody"})
+    assert answer.status_code == 404 and "<b>nobody" not in answer.text
 
 
 def test_without_a_session_the_page_sends_to_sign_in(site):

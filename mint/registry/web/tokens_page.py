@@ -10,13 +10,14 @@ create form only (a page, never a redirect or a URL), and nothing logs it.
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
 from mint import api
-from mint.errors import MintError
+from mint.errors import MintError, UnknownToken
 from mint.registry.auth import need, token_cache
 from mint.registry.failures import status_of
 from mint.registry.routes_team import storable, whole_repo_admin
@@ -27,6 +28,7 @@ from mint.repo import Repo
 from mint.team.tokens import Access, Identity, NewToken, parse_role
 
 router = APIRouter(include_in_schema=False)
+Text = Annotated[str, Query(max_length=500)]
 ROLES = [a.value for a in Access]
 _SEPARATORS = re.compile(r"[\s,]+")
 
@@ -92,6 +94,21 @@ def _refused(request: Request, repo: Repo, who: Identity, exc: MintError) -> Res
     except MintError:  # not an admin of the whole repository: the plain error page
         return render(request, "error.html", who, status_of(exc), error=exc)
     return render(request, "tokens.html", who, status_of(exc), **view)
+
+
+@router.get("/tokens/revoke")
+def revoke_form(request: Request, name: Text) -> Response:
+    """Ask before revoking NAME (a token in use somewhere stops working at once)."""
+    repo = request.app.state.repo
+
+    def build(who):
+        admin(who)
+        found = [t for t in api.token_ls(repo) if t.name == name]
+        if not found:
+            raise UnknownToken(name)
+        return {"token": found[0]}
+
+    return page(request, "revoke_token.html", build)
 
 
 @router.post("/tokens/revoke")
