@@ -104,8 +104,8 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "remote_ls": ("mint.remote.config", "remote_ls", _PLAIN),
     "remote_remove": ("mint.remote.config", "remote_remove", _PLAIN),
     "push": ("mint.remote.transfer_client", "push", _LOCAL),
-    "fetch": ("mint.remote.transfer_client", "fetch", _LOCAL),
-    "clone": ("mint.remote.transfer_client", "clone", _PLAIN),
+    "fetch": ("mint.remote.fetch_client", "fetch", _LOCAL),
+    "clone": ("mint.remote.fetch_client", "clone", _PLAIN),
     "login": ("mint.remote.config", "login", _PLAIN),
     "remote_refs": ("mint.refs.remote_refs", "remote_refs", _LOCAL),
     "remote_refs_forget": ("mint.refs.remote_refs", "remote_refs_forget", _LOCAL),
@@ -271,7 +271,8 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.refs.remote_refs import remote_refs, remote_refs_forget
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
-    from mint.remote.transfer_client import clone, fetch, push
+    from mint.remote.fetch_client import clone, fetch
+    from mint.remote.transfer_client import push
     from mint.repo import db_upgrade, init, open_repo
     from mint.search import search
     from mint.signing.commits import verify, verify_folder

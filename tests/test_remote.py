@@ -24,9 +24,10 @@ from mint.jsonable import to_jsonable
 from mint.remote import transfer_client
 from mint.remote.blobs import Progress
 from mint.remote.config import save_token, token_for
+from mint.remote.fetch_client import clone
 from mint.remote.http import Client
 from mint.remote.repo import RemoteRepo
-from mint.remote.transfer_client import clone, push
+from mint.remote.transfer_client import push
 
 from conftest import Result, one_line_error
 from support import free_port
