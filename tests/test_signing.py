@@ -199,6 +199,25 @@ def test_a_folder_signed_by_model_signings_cli_keeps_its_signature(repo, mint, m
     verifier.verify(checkout, checkout / "model.sig")
 
 
+def test_a_signature_that_leaves_a_file_out_signs_no_folder_or_commit(
+    repo, mint, models, tmp_path
+):
+    """model_signing's --ignore-paths leaves files out of a signature; mint signs every file
+    of a commit, so such a bundle verifies no folder and is kept with no commit."""
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    key = generate(mint, tmp_path / "k")
+    assert mint("key", "add", "vendor", key["public_key"]).code == 0
+    folder = tmp_path / "folder"
+    shutil.copytree(models["a1"], folder)
+    sign = model_signing_cli(
+        "sign", "key", folder, "--signature", folder / "model.sig", "--private_key",
+        key["private_key"], "--ignore-paths", folder / "README.md",
+    )  # fmt: skip
+    assert sign.returncode == 0, sign
+    one_line_error(mint("verify", "--dir", folder), "README.md is not signed")
+    refused(mint, repo, ("commit", "chat", folder, "-m", "x"), "README.md is not signed")
+
+
 def test_a_model_sig_of_other_files_is_refused_at_commit(repo, mint, signed, models, tmp_path):
     folder = tmp_path / "a2"
     shutil.copytree(models["a2"], folder)

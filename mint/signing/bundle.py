@@ -198,10 +198,12 @@ def verify_with(bundle: bytes, public_pem: bytes, scratch: Path) -> dict[str, st
     return {r.identifier: r.digest.digest_hex for r in manifest.resource_descriptors()}
 
 
-def folder_digests(folder: Path, ignored: list[str]) -> dict[str, str]:
-    """Every file of FOLDER (path -> sha256) as model_signing's verifier hashes it, the paths
-    IGNORED left out; ValueError for a symbolic link or anything else it refuses."""
+def folder_digests(folder: Path) -> dict[str, str]:
+    """Every file of FOLDER (path -> sha256) as model_signing's verifier hashes it, only
+    model.sig and git's files left out: a bundle that leaves out more (`--ignore-paths`) does
+    not sign the folder for mint, whose commits sign every file. ValueError for a symbolic
+    link or anything else it refuses."""
     ms = model_signing()
-    config = ms.hashing.Config().set_ignored_paths(paths=[*ignored, SIGNATURE_FILE])
+    config = ms.hashing.Config().set_ignored_paths(paths=IGNORED)
     manifest = config.hash(folder)
     return {r.identifier: r.digest.digest_hex for r in manifest.resource_descriptors()}

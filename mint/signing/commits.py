@@ -117,8 +117,8 @@ def verify_folder(
     with repo.db.read() as conn:
         keys = _keys(conn, key, public_key)
     try:
-        st = read(bundle, str(folder / SIGNATURE_FILE))
-        files = folder_digests(folder, st.ignored)
+        read(bundle, str(folder / SIGNATURE_FILE))  # its shape first: one line if it is no bundle
+        files = folder_digests(folder)
     except (InvalidSignature, ValueError) as exc:
         raise NotVerified(str(folder), str(exc)) from None
     return _verified(str(folder), str(folder), files, [bundle], keys, None)
