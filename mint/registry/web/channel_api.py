@@ -67,12 +67,12 @@ class ChannelView:
 def timeline(repo: Repo, moves: list[Move]) -> list[TimelineEntry]:
     """MOVES, each with the evidence it rests on."""
     cache: dict = {}  # evaluations and contracts read so far
-    gates = evidence.gate_rows(repo, moves, cache)
+    gates, approved = evidence.gate_rows(repo, moves, cache), evidence.approvals_of(repo, moves)
     return [
         TimelineEntry(
             m,
             [Evidence(e, c) for e, c in evidence.of_move(repo, m, cache)],
-            [Approved(by, at) for by, at in evidence.approvals_of(repo, m)],
+            [Approved(by, at) for by, at in approved.get(m.id, [])],
             gates.get(m.id, []),
         )
         for m in moves

@@ -63,20 +63,32 @@ def of_move(repo: Repo, move: Move, cache: dict) -> list[tuple[Evaluation, list[
     return out
 
 
-def approvals_of(repo: Repo, move: Move) -> list[tuple[str, str]]:
-    """(by, at) of each approval of MOVE's commit for its channel recorded up to the move,
-    oldest first (none for a rollback, which no gate guards)."""
-    if move.action not in ("promote", "force"):
-        return []
+def approvals_of(repo: Repo, moves: list[Move]) -> dict[int, list[tuple[str, str]]]:
+    """Move id -> (by, at) of each approval of the move's commit for its channel recorded up
+    to the move, oldest first, for the promotes and forces among MOVES (a rollback has none:
+    no gate guards it). One query for the page of moves."""
+    gated = _gated(moves)
+    if not gated:
+        return {}
     a = s.approvals.c
     q = (
-        sa.select(a.by, a.at)
-        .where(a.commit_id == move.to, a.channel == move.channel)
+        sa.select(a.commit_id, a.channel, a.by, a.at)
+        .where(a.commit_id.in_({m.to for m in gated}), a.channel.in_({m.channel for m in gated}))
         .order_by(a.at, a.id)
     )
     with repo.db.read() as conn:
-        found = [(r.by, iso(r.at)) for r in conn.execute(q)]
-    return [(by, at) for by, at in found if at <= move.at]
+        found = conn.execute(q).all()
+    out: dict[int, list[tuple[str, str]]] = {}
+    for m in gated:
+        at = _moment(m.at)
+        mine = [r for r in found if (r.commit_id, r.channel) == (m.to, m.channel)]
+        out[m.id] = [(r.by, iso(r.at)) for r in mine if as_utc(r.at) <= at]
+    return out
+
+
+def _gated(moves: list[Move]) -> list[Move]:
+    """The moves a gate checked: promotes and forces."""
+    return [m for m in moves if m.action in (Action.PROMOTE, Action.FORCE) and m.to]
 
 
 def _moment(at: str) -> dt.datetime:
@@ -112,7 +124,7 @@ def gate_rows(repo: Repo, moves: list[Move], cache: dict) -> dict[int, list[Chec
     of the evaluations it names: for each contract version that guarded the channel then, a
     missing evaluation (and its metrics, not found), the channels it requires held before the
     move, and the approvals recorded up to it. A few queries for the whole page of moves."""
-    gated = [m for m in moves if m.action in (Action.PROMOTE, Action.FORCE) and m.to]
+    gated = _gated(moves)
     if not gated:
         return {}
     with repo.db.read() as conn:
