@@ -49,59 +49,66 @@ class Evaluated:
     metrics: dict
 
 
-def survey(repo: Repo, line: str) -> dict[str, dict[str, tuple]]:
-    """Contract name -> {commit of LINE: (its time, its latest evaluation's id)}, for every
-    contract a commit of LINE is evaluated under (any version). One pass over the line's
-    commits, each joined to its evaluations by the index on (commit, contract, id)."""
+def _evaluated_on(line: str):
+    """The line's commits joined to their evaluations (by the index on commit, contract, id)."""
     e, k = s.evaluations.c, s.commits.c
-    q = (
-        sa.select(k.id, k.created_at, e.id.label("eid"), e.contract_id)
-        .select_from(s.commits.join(s.evaluations, e.commit_id == k.id))
-        .where(k.line == line)
-    )
-    found: dict[str, dict[str, tuple]] = {}
+    return s.commits.join(s.evaluations, e.commit_id == k.id), k.line == line
+
+
+def contracts_on(repo: Repo, line: str) -> list[str]:
+    """The names of the contracts some commit of LINE is evaluated under (any version)."""
+    joined, where = _evaluated_on(line)
+    ids = sa.select(s.evaluations.c.contract_id).select_from(joined).where(where).distinct()
+    c = s.contracts.c
+    q = sa.select(c.name).where(c.id.in_(ids)).distinct().order_by(c.name)
     with repo.db.read() as conn:
-        pairs = conn.execute(q).all()
-        c = s.contracts.c
-        names = dict(conn.execute(sa.select(c.id, c.name)).all())  # a few rows a contract
-    for cid, at, eid, contract_id in pairs:
-        commits = found.setdefault(names[contract_id], {})
-        if cid not in commits or commits[cid][1] < eid:
-            commits[cid] = (at, eid)
-    return found
+        return list(conn.execute(q).scalars())
 
 
-def newest(repo: Repo, commits: dict[str, tuple], cap: int = CAP) -> list[Evaluated]:
-    """The newest CAP of COMMITS (as `survey` gives them for one contract), newest first,
-    each with its evaluation."""
-    order = sorted(commits.items(), key=lambda kv: (kv[1][0], kv[0]), reverse=True)[:cap]
+def evaluated(repo: Repo, line: str, contract: str, cap: int = CAP) -> tuple[list, int]:
+    """The newest CAP commits of LINE evaluated under CONTRACT (any version), newest first,
+    each with its latest evaluation; and how many such commits there are. The database
+    groups, orders and counts: one pass over the line's evaluated commits, then a read of
+    the CAP shown."""
+    e, c, k = s.evaluations.c, s.contracts.c, s.commits.c
+    joined, where = _evaluated_on(line)
+    versions = sa.select(c.id).where(c.name == contract)
+    q = (
+        sa.select(sa.func.max(e.id), sa.func.count().over())
+        .select_from(joined)
+        .where(where, e.contract_id.in_(versions))
+        .group_by(k.id, k.created_at)
+        .order_by(k.created_at.desc(), k.id.desc())
+        .limit(cap)
+    )
+    with repo.db.read() as conn:
+        found = conn.execute(q).all()
+        rows = _rows(conn, [eid for eid, _ in found])
+    return rows, found[0][1] if found else 0
+
+
+def _rows(conn, ids: list[int]) -> list[Evaluated]:
+    """The evaluations IDS with their commits, in that order."""
+    if not ids:
+        return []
     e, c, k = s.evaluations.c, s.contracts.c, s.commits.c
     q = (
-        sa.select(
-            e.id, k.id.label("commit"), k.message, k.author, k.created_at, c.version, e.metrics
-        )
+        sa.select(e.id, k.id.label("commit"), k.message, k.author, k.created_at, c.version)
+        .add_columns(e.metrics)
         .select_from(
             s.evaluations.join(s.commits, k.id == e.commit_id).join(
                 s.contracts, c.id == e.contract_id
             )
         )
-        .where(e.id.in_([eid for _, (_, eid) in order]))
+        .where(e.id.in_(ids))
     )
-    with repo.db.read() as conn:
-        rows = {r.id: r for r in conn.execute(q)} if order else {}
-    return [_evaluated(rows[eid]) for _, (_, eid) in order]
+    rows = {r.id: r for r in conn.execute(q)}
+    return [_evaluated(rows[i]) for i in ids]
 
 
 def _evaluated(r) -> Evaluated:
     metrics = stored_metrics(r.metrics)
     return Evaluated(r.commit, r.message, r.author, iso(r.created_at), r.version, metrics)
-
-
-def evaluated(repo: Repo, line: str, contract: str, cap: int = CAP) -> tuple[list, int]:
-    """The newest CAP commits of LINE evaluated under CONTRACT (any version), newest first,
-    each with its latest evaluation; and how many such commits there are."""
-    commits = survey(repo, line).get(contract, {})
-    return newest(repo, commits, cap), len(commits)
 
 
 def split(ref: str) -> tuple[str, str | None]:
@@ -118,14 +125,14 @@ def evaluations_page(repo: Repo, who: Identity, ref: str, metric: str | None) ->
     check_line(who, line)
     if line_info(repo, line) is None:
         raise RevisionNotFound(line, "no such line")
-    found = survey(repo, line)
-    names = sorted(found)
+    if name is None:  # the first contract a commit of the line is evaluated under
+        name = next(iter(contracts_on(repo, line)), None)
+    names = [c.name for c in api.contract_ls(repo) if not c.lines or line in c.lines]
     view = {"line": line, "contracts": names, "contract": None, "cap": CAP}
-    if name is None and not names:
+    if name is None:
         return view  # nothing evaluated yet: the page says so
-    contract = api.contract_show(repo, name or names[0])
-    commits = found.get(contract.name, {})
-    rows, total = newest(repo, commits), len(commits)
+    contract = api.contract_show(repo, name)
+    rows, total = evaluated(repo, line, contract.name)
     metrics = _columns(contract, rows)
     metric = _chosen(contract, metrics, metric)
     bounds, held = _bounds(contract, metric), _holders(repo, line)
