@@ -15,10 +15,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from model_signing import verifying
 
 from mint import api, schema, transfer
 from mint.cli import run_in_process
+from mint.errors import InvalidSignature
+from mint.signing.bundle import read as read_bundle_bytes
 
 from conftest import Result, one_line_error, refused, snapshot
 from support.registry import create_token, running_registry
@@ -415,3 +419,27 @@ def test_a_registrys_keys_are_an_admins_and_verify_runs_there(
         stored = repr(conn.execute(sa.select(schema.signing_keys)).all())
     assert "PRIVATE" not in stored and "PRIVATE" not in (registry.output() or "")
     server.close()
+
+
+# --- a bundle is outside input: anything that is not one is one error -----------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=int(os.environ.get("MINT_FUZZ_EXAMPLES", "60")), deadline=None)
+@given(
+    st.binary(max_size=300)
+    | JSON.map(lambda v: json.dumps(v).encode())
+    | st.dictionaries(
+        st.sampled_from(["mediaType", "dsseEnvelope", "verificationMaterial"]), JSON
+    ).map(lambda v: json.dumps(v).encode())
+)
+def test_reading_anything_but_a_bundle_is_one_error(data):
+    try:
+        read_bundle_bytes(data)
+    except InvalidSignature as exc:
+        assert "\n" not in str(exc)

@@ -149,7 +149,7 @@ def read(bundle: bytes, where: str = SIGNATURE_FILE) -> Statement:
     if len(bundle) > MAX_BUNDLE:
         raise InvalidSignature(where, f"larger than {MAX_BUNDLE} bytes")
     try:
-        outer = json.loads(bundle)
+        outer = json.loads(bundle.decode("utf-8"))  # UTF-8 only: it is kept as text
         envelope = outer["dsseEnvelope"]
         if outer["mediaType"] != MEDIA_TYPE or envelope["payloadType"] != PAYLOAD_TYPE:
             raise ValueError("not a model-signing bundle (media or payload type)")
