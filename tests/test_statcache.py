@@ -10,9 +10,11 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import struct
 import sys
 import time
+import zlib
 
 import pytest
 
@@ -228,6 +230,26 @@ def test_nan_weights_are_refused_in_the_pass_and_nothing_is_published(local):
         commit(repo, folder)
     assert snapshot(repo) == before
     assert list((repo.mint_dir / "objects" / "tmp").iterdir()) == []
+
+
+def test_a_torn_entry_is_a_miss(local):
+    """The cache is written without fsync: an entry whose values no longer match its digest
+    (a crash left a new blob id beside an old page of tensor hashes) is not used."""
+    repo, folder = local
+    settle(folder)
+    first = commit(repo, folder)
+    weights = os.fsdecode(os.path.abspath(folder / WEIGHTS))
+    db = sqlite3.connect(repo.mint_dir / FILENAME)
+    (packed,) = db.execute("SELECT tensors FROM files WHERE path = ?", (weights,)).fetchone()
+    stale = {name: "cd" * 32 for name in json.loads(zlib.decompress(packed))}
+    packed = zlib.compress(json.dumps(stale, sort_keys=True).encode())
+    db.execute("UPDATE files SET tensors = ? WHERE path = ?", (packed, weights))
+    db.commit()
+    db.close()
+    with reads(folder) as opened:
+        again = commit(repo, folder, line="other")
+    assert set(opened) == {weights}  # its header, then the pass that copies it
+    assert api.show(repo, again.id).tensors == api.show(repo, first.id).tensors
 
 
 def test_a_corrupt_cache_is_started_afresh(local):

@@ -14,13 +14,17 @@ commit reads the file again.
 
 The cache is `.mint/statcache.db`, a SQLite file the local repository owns. It is a shortcut
 and nothing more: an error reading or writing it counts as a miss, and a blob id it gives is
-still checked against the file's bytes if the store has to copy them again.
+still checked against the file's bytes if the store has to copy them again. So it is written
+without fsync (a commit waits for no disk flush of its own): each entry carries the sha256 of
+its values, and one a crash left torn (a new blob id with an old page of tensor hashes) is a
+miss.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import sqlite3
@@ -35,14 +39,15 @@ MIN_TICK_NS = 10_000_000  # the kernel's coarse clock ticks at HZ >= 100
 WHOLE_SECOND_NS = 2_000_000_000  # a file system that keeps seconds may keep even ones (FAT)
 _CLOCK_REALTIME_COARSE = 5  # Linux's clock id; the time module does not name it
 MAX_ENTRIES = 2048
-_VERSION = 2
+_VERSION = 3
 _SCHEMA = """CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY,
     stat TEXT NOT NULL,
     blob TEXT NOT NULL,
     head BLOB,
     tensors BLOB,
-    seen_ns INTEGER NOT NULL
+    seen_ns INTEGER NOT NULL,
+    digest TEXT NOT NULL
 )"""
 
 
@@ -137,11 +142,12 @@ class StatCache:
             return None
         try:
             row = self._conn.execute(
-                "SELECT stat, blob, head, tensors, seen_ns FROM files WHERE path = ?", (path,)
+                "SELECT stat, blob, head, tensors, seen_ns, digest FROM files WHERE path = ?",
+                (path,),
             ).fetchone()
         except sqlite3.Error:
             return None
-        if row is None or row[0] != stat.key or stat.racy(row[4]):
+        if row is None or row[0] != stat.key or stat.racy(row[4]) or _digest(row[:4]) != row[5]:
             return None
         self.hits += 1
         head = zlib.decompress(row[2]) if row[2] is not None else None
@@ -157,7 +163,7 @@ class StatCache:
         head = zlib.compress(known.head) if known.head is not None else None
         tensors = json.dumps(known.tensors, sort_keys=True).encode() if known.tensors else None
         values = (stat.key, known.blob, head, zlib.compress(tensors) if tensors else None)
-        self._pending[_key(abspath)] = (*values, seen_ns)
+        self._pending[_key(abspath)] = (*values, seen_ns, _digest(values))
 
     def close(self) -> None:
         """Write what was added (one transaction; on any error the cache stays as it was)."""
@@ -176,8 +182,8 @@ class StatCache:
         rows = [(path, *values) for path, values in self._pending.items()]
         with _transaction(self._conn):
             self._conn.executemany(
-                "INSERT OR REPLACE INTO files (path, stat, blob, head, tensors, seen_ns) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO files (path, stat, blob, head, tensors, seen_ns, digest) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             count = self._conn.execute("SELECT count(*) FROM files").fetchone()[0]
@@ -204,6 +210,7 @@ class StatCache:
 def _open(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=2.0, isolation_level=None)
     try:
+        conn.execute("PRAGMA synchronous = OFF")  # a cache: see the module's docstring
         if conn.execute("PRAGMA user_version").fetchone()[0] != _VERSION:
             with _transaction(conn):
                 conn.execute("DROP TABLE IF EXISTS files")
@@ -232,6 +239,16 @@ def _transaction(conn: sqlite3.Connection):
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _digest(values: tuple) -> str:
+    """The sha256 of an entry's values (stat, blob, head, tensors), each with its length."""
+    h = hashlib.sha256()
+    for value in values:
+        data = b"" if value is None else value if isinstance(value, bytes) else value.encode()
+        h.update(b"-" if value is None else len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
 
 
 def _key(abspath: str | os.PathLike) -> str:
