@@ -132,6 +132,8 @@ def test_a_misspelt_remote_ref_names_the_nearest(story):
     assert "chat@origin/production" in line
     line = one_line_error(s.here("checkout", "chat@prodution", "x"), "did you mean")
     assert "chat@production" in line
+    line = one_line_error(s.here("show", "staging"), "did you mean")  # a line? no: a channel
+    assert "chat@staging" in line
 
 
 def test_remotes_that_disagree_are_named_and_a_removed_remote_is_forgotten(story):

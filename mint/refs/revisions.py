@@ -174,9 +174,13 @@ def nearest(word: str, known: Iterable[str]) -> list[str]:
 
 def near_lines(conn: Connection, name: str) -> list[str]:
     """What an unknown LINE may have meant: the nearest line names, then LINE@NAME for the
-    lines with a tag or channel called NAME (`production` for `chat@production`)."""
-    q = sa.select(s.refs.c.line).where(s.refs.c.name == name).order_by(s.refs.c.line)
-    refs = [f"{line}@{name}" for line in conn.execute(q.limit(SUGGESTIONS)).scalars()]
+    lines with a tag or channel called NAME (`production` for `chat@production`), here or
+    as a remote's (remote-tracking)."""
+    lines = []
+    for table in (s.refs, s.remote_refs):
+        q = sa.select(table.c.line).where(table.c.name == name).order_by(table.c.line)
+        lines += conn.execute(q.distinct().limit(SUGGESTIONS)).scalars()
+    refs = [f"{line}@{name}" for line in dict.fromkeys(lines)]
     return (_line_names(conn, name) + refs)[:SUGGESTIONS]
 
 
