@@ -9,10 +9,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from mint import schema as s
+from mint.commits.indexes import index_commit
 from mint.errors import RevisionNotFound
 from mint.ids import CommitId, Kind, RefKind, Role, iso, object_id, utcnow
 from mint.objects import CommitDetail, CommitInfo, FileEntry, Member, TensorEntry
-from mint.commits.indexes import index_commit
 
 
 @dataclass(frozen=True)

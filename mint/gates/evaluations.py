@@ -7,6 +7,7 @@ import math
 import sqlalchemy as sa
 
 from mint import schema as s
+from mint.commits.indexes import index_evaluation
 from mint.errors import EvaluationFailed, InvalidObject
 from mint.gates.contracts import contract_row, get_row
 from mint.ids import ContractId, EvalSource, iso, utcnow
@@ -14,7 +15,6 @@ from mint.objects import Evaluation
 from mint.received import json_value, shown
 from mint.refs import resolve
 from mint.repo import Repo
-from mint.commits.indexes import index_evaluation
 
 MAX_BY = 200  # the column's width
 
