@@ -8,6 +8,7 @@ adapter's and a set's), a set's diff in members, labels and prompts, and error p
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import re
 import shutil
 import tempfile
@@ -18,6 +19,8 @@ import httpx
 import pytest
 
 from mint import api
+from mint.registry.web.card import safe_link
+from mint.registry.web.render import ago, utc
 
 from support.browser import chromium, sign_in, wait_for
 from support.pgdb import pg_database
@@ -360,3 +363,37 @@ def test_a_forbidden_page_and_a_bad_form_say_why_in_one_line(site):
     assert answer.status_code == 400 and "over 50 fields" in answer.text
     assert "InvalidForm" not in answer.text
     wait_for(b, lambda: b.find_element("id", "who"))
+
+
+# --- the pieces, without a browser -----------------------------------------------------
+
+
+def test_ago_reads_a_time_as_a_person_would():
+    now = dt.datetime(2026, 12, 3, 22, 0, tzinfo=dt.UTC)
+    cases = {
+        5: "just now",
+        200: "3 minutes ago",
+        3600: "1 hour ago",
+        7200: "2 hours ago",
+        3 * 86400: "3 days ago",
+        90 * 86400: "3 months ago",
+        800 * 86400: "2 years ago",
+        -120: "in 2 minutes",
+    }
+    for seconds, words in cases.items():
+        assert ago((now - dt.timedelta(seconds=seconds)).isoformat(), now) == words
+    assert utc("2026-12-03T21:43:45.123+00:00") == "2026-12-03 21:43:45 UTC"
+    assert utc("2026-12-03T23:43:45+02:00") == "2026-12-03 21:43:45 UTC"
+
+
+def test_only_http_https_and_relative_links_are_links():
+    for url in ("https://x.org", "HTTP://x.org", "notes.md", "/commit/abc", "#usage", "?q=1"):
+        assert safe_link(url), url
+    for url in (
+        "javascript:alert(1)",
+        " JavaScript:x",
+        "data:text/html,x",
+        "vbscript:x",
+        "file:///x",
+    ):
+        assert not safe_link(url), url
