@@ -78,6 +78,7 @@ def prepare(repo, tmp: Path, commits: int, models: dict) -> dict:
         "diff (real tensors)": f"/diff?a={a}&b={b}",
         "channel, newest moves": f"/channel/{LINE}@production",
         "channel, middle page": f"/channel/{LINE}@production?before={middle}",
+        "evaluations (release)": f"/evaluations/{LINE}@release",
         "(JSON) history -n 20": f"/api/v1/history?ref={LINE}@production&n=20",
         "(baseline) /healthz": "/healthz",
     }
