@@ -363,9 +363,9 @@ class InvalidForm(MintError, ValueError):
 class InvalidQuery(MintError, ValueError):
     """A search condition that is not one (`mint search`, GET /search)."""
 
-    def __init__(self, condition: str, why: str):
-        super().__init__(f"invalid search condition {condition!r}: {why}")
-        self.condition, self.why = condition, why
+    def __init__(self, text: str, why: str):
+        super().__init__(f"invalid search condition {text!r}: {why}")
+        self.text, self.why = text, why
 
 
 class DatasetNotFound(MintError, LookupError):
