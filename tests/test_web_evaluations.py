@@ -44,6 +44,13 @@ channel = "staging"
 name = "<i>m</i>"
 max = 1
 """
+UNUSED = """
+name = "unused"
+channel = "canary"
+[[metric]]
+name = "score"
+min = 0
+"""
 # accuracy, latency of chat's commits c0..c4 under quality; c2 is below the min; c5 has none.
 SCORES = [(0.62, 150), (0.71, 140), (0.42, 120), (0.8, 190), (0.86, 230)]
 
@@ -82,10 +89,11 @@ def commits(repo, adapter: Path, folder: Path, line: str, n: int, message: str) 
 
 
 def prepare(repo, models, folder: Path) -> list[str]:
-    """chat c0..c5 (c0..c4 evaluated under quality, c1 twice), other line's evaluations,
-    chat@production on c3 and chat@staging on c0."""
+    """chat c0..c5 (c0..c4 evaluated under quality, c1 twice, c0 under odd), the line other
+    (its first commit evaluated under odd, its head under quality),
+    chat@production on c3 and chat@staging on c0; no evaluation under unused."""
     api.base_add(repo, "tiny-llama", models["base"])
-    for name, text in (("quality", QUALITY), ("odd", ODD)):
+    for name, text in (("quality", QUALITY), ("odd", ODD), ("unused", UNUSED)):
         (folder / f"{name}.toml").write_text(text)
         api.contract_add(repo, folder / f"{name}.toml", by="admin")
     ids = commits(repo, models["a1"], folder, "chat", 6, "step <b>")
@@ -95,9 +103,10 @@ def prepare(repo, models, folder: Path) -> list[str]:
     again = {"accuracy": 0.75, "latency_ms": 135}  # c1's latest evaluation is this one
     api.record_evaluation(repo, ids[1], "quality", again, source="manual", by="ev")
     api.record_evaluation(repo, ids[0], "odd", {"<i>m</i>": 0.5}, source="manual", by="ev")
-    other = commits(repo, models["a2"], folder, "other", 1, "elsewhere")
-    metrics = {"accuracy": 0.99, "latency_ms": 1}
-    api.record_evaluation(repo, other[0], "quality", metrics, source="manual", by="ev")
+    other = commits(repo, models["a2"], folder, "other", 2, "elsewhere")
+    api.record_evaluation(repo, other[0], "odd", {"<i>m</i>": 0.1}, source="manual", by="ev")
+    metrics = {"accuracy": 0.99, "latency_ms": 1}  # the head's: its page defaults to quality
+    api.record_evaluation(repo, other[1], "quality", metrics, source="manual", by="ev")
     api.promote(repo, ids[3], "production", by="alice")
     api.promote(repo, ids[0], "staging", by="alice")
     return ids
@@ -158,6 +167,11 @@ def test_the_line_page_links_to_its_evaluations_and_their_contracts(site):
     b.find_element("link text", "quality").click()
     wait_for(b, lambda: b.find_element("id", "contract").text == "quality")
     assert b.current_url.endswith("/evaluations/chat@quality")
+
+
+def test_without_a_contract_the_page_takes_one_the_head_is_evaluated_under(site):
+    found = re.search(r'id="contract">([^<]*)<', site.page("/evaluations/other").text)
+    assert found.group(1) == "quality"  # the head's, though odd comes first by name
 
 
 def test_the_chart_marks_the_holders_and_draws_the_contracts_bound(site):
@@ -233,9 +247,9 @@ def test_markup_in_the_address_is_escaped_on_the_error_page(site):
 
 
 def test_a_contract_nothing_of_the_line_is_evaluated_under_says_so(site):
-    page = site.page("/evaluations/other@odd?metric=")
+    page = site.page("/evaluations/other@unused?metric=")
     assert page.status_code == 200 and 'id="chart"' not in page.text
-    assert "no commit of other is evaluated under odd" in page.text
+    assert "no commit of other is evaluated under unused" in page.text
 
 
 def test_a_token_limited_to_other_lines_is_refused(site):

@@ -1,11 +1,12 @@
 """The evaluations page: one contract's metrics over a line's evaluated commits.
 
-`/evaluations/LINE@CONTRACT` (or `/evaluations/LINE`, the first contract evaluated on the
-line) shows a table of the newest CAP evaluated commits with each metric as a column, and an
-SVG chart of one metric (`?metric=NAME`, default the contract's first) over those commits in
-order, with the contract's bounds as lines and the channel holders marked. Each commit counts
-once, with its latest evaluation under any version of the contract. The same evaluations are
-in the JSON API per commit (`GET /api/v1/evaluations?rev=`).
+`/evaluations/LINE@CONTRACT` (or `/evaluations/LINE`: a contract the line's head is
+evaluated under, else one a commit of the line is) shows a table of the newest CAP evaluated
+commits with each metric as a column, and an SVG chart of one metric (`?metric=NAME`, default
+the contract's first) over those commits in order, with the contract's bounds as lines and
+the channel holders marked. Each commit counts once, with its latest evaluation under any
+version of the contract. The same evaluations are in the JSON API per commit
+(`GET /api/v1/evaluations?rev=`).
 """
 
 from __future__ import annotations
@@ -123,10 +124,11 @@ def evaluations_page(repo: Repo, who: Identity, ref: str, metric: str | None) ->
     """The context of `/evaluations/LINE[@CONTRACT]?metric=NAME`."""
     line, name = split(ref)
     check_line(who, line)
-    if line_info(repo, line) is None:
+    info = line_info(repo, line)
+    if info is None:
         raise RevisionNotFound(line, "no such line")
-    if name is None:  # the first contract a commit of the line is evaluated under
-        name = next(iter(contracts_on(repo, line)), None)
+    if name is None:
+        name = _default_contract(repo, line, info.head)
     names = [c.name for c in api.contract_ls(repo) if not c.lines or line in c.lines]
     view = {"line": line, "contracts": names, "contract": None, "cap": CAP}
     if name is None:
@@ -152,6 +154,13 @@ def evaluations_page(repo: Repo, who: Identity, ref: str, metric: str | None) ->
         "elsewhere": {c: chs for c, chs in held.items() if c not in shown},
         "chart": _chart(rows, metric, bounds, held) if metric else None,
     }
+
+
+def _default_contract(repo: Repo, line: str, head: str | None) -> str | None:
+    """The first contract (by name) the line's head is evaluated under (one lookup by the
+    index), else the first any commit of the line is (a pass over the line); None: none."""
+    at_head = sorted({e.contract for e in api.evaluations_of(repo, head)}) if head else []
+    return next(iter(at_head or contracts_on(repo, line)), None)
 
 
 def _columns(contract: Contract, rows: list[Evaluated]) -> list[str]:
