@@ -17,7 +17,7 @@ from typing import Any
 from mint.backend.local import REPOSITORY_OPERATIONS
 from mint.commits.rows import NewCommit
 from mint.ids import CommitId, Kind
-from mint.objects import Base, CommitInfo, CommitResult
+from mint.objects import Base, CommitResult
 from mint.remote.http import segment
 
 _CALLS = "mint.remote.calls"  # one thin call per operation the registry owns
@@ -57,23 +57,6 @@ class RemoteBackend:
     def existing(self, line: str, kind: Kind, tree: str) -> CommitId | None:
         found = self.client.get(f"/lines/{segment(line)}/trees/{tree}", kind=str(kind))
         return CommitId(found["id"]) if found["id"] else None
-
-    def search(
-        self,
-        *,
-        meta=(),
-        metric=(),
-        tag=(),
-        line: str | None = None,
-        author: str | None = None,
-        n: int | None = None,
-    ) -> list[CommitInfo]:
-        """`mint.search.search` on the registry (which limits it to the token's lines)."""
-        from mint.wire import decode_list
-
-        query = dict(meta=list(meta), metric=list(metric), tag=list(tag))
-        found = self.client.get("/search", **query, line=line, author=author, n=n)
-        return decode_list(CommitInfo, found)
 
     def get_base(self, name: str) -> Base:
         from mint.bases import choose_base

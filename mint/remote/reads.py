@@ -32,6 +32,21 @@ def log(repo: RemoteRepo, rev: str | None = None, n: int | None = None) -> list[
     return decode_list(CommitInfo, repo.client.get("/log", rev=rev, n=n))
 
 
+def search(
+    repo: RemoteRepo,
+    *,
+    meta=(),
+    metric=(),
+    tag=(),
+    line: str | None = None,
+    author: str | None = None,
+    n: int | None = None,
+) -> list[CommitInfo]:
+    """`mint.search.search` on the registry (which limits it to the token's lines)."""
+    query = dict(meta=list(meta), metric=list(metric), tag=list(tag), line=line, author=author)
+    return decode_list(CommitInfo, repo.client.get("/search", **query, n=n))
+
+
 def show(repo: RemoteRepo, rev: str) -> CommitDetail:
     """Everything recorded for one commit."""
     return decode(CommitDetail, repo.client.get(f"/commits/{segment(rev)}"))
