@@ -136,6 +136,10 @@ def search(
     passes its token's check) limits the result to the lines it allows."""
     query = parse_query(meta, metric, tag, line, author, n)
     with repo.db.read() as conn:
+        if conn.dialect.name == "postgresql":
+            # each query planned for its values (a window's time, how many meet a condition):
+            # a prepared statement's generic plan joins every commit that meets each one
+            conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
         lines = _lines(conn, query.line, readable)
         if lines is not None and not lines:
             return []
