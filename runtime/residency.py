@@ -94,3 +94,24 @@ class Tier:
                 del self._slots[set_id]
                 drop(slot)
         return chosen
+
+
+class Lease:
+    """One request's hold on an engine; `release()` (or leaving the `with`) ends it."""
+
+    def __init__(self, runtime, slot: Slot, variant: str = "production"):  # runtime: Runtime
+        self._runtime, self._slot = runtime, slot
+        self.engine: Engine = slot.engine
+        self.variant = variant  # what the trace calls it: the channel's name, or canary
+        self._done = False
+
+    def release(self) -> None:
+        if not self._done:
+            self._done = True
+            self._runtime._release(self._slot)
+
+    def __enter__(self) -> Engine:
+        return self.engine
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -39,31 +39,11 @@ from mint.runtime.pipeline import (
     check_turn,
     run_turns,
 )
-from mint.runtime.residency import Slot, Tier
-from mint.runtime.split import CANARY, Split
+from mint.runtime.residency import Lease, Slot, Tier
+from mint.runtime.split import CANARY, Split, split_lines
 
 log = logging.getLogger("mint.runtime")
-
-
-class Lease:
-    """One request's hold on an engine; `release()` (or leaving the `with`) ends it."""
-
-    def __init__(self, runtime: Runtime, slot: Slot, variant: str = "production"):
-        self._runtime, self._slot = runtime, slot
-        self.engine: Engine = slot.engine
-        self.variant = variant  # what the trace calls it: the channel's name, or canary
-        self._done = False
-
-    def release(self) -> None:
-        if not self._done:
-            self._done = True
-            self._runtime._release(self._slot)
-
-    def __enter__(self) -> Engine:
-        return self.engine
-
-    def __exit__(self, *exc) -> None:
-        self.release()
+PROMOTED = "promoted: the candidate holds the channel"  # why a canary ended, in the log
 
 
 @dataclass(frozen=True)
@@ -137,8 +117,7 @@ class Runtime:
         self.watch = watch
         self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
-        self.variant = "production"  # the holder's name in traces (open_runtime: the channel's)
-        self.rev: str | None = None  # what it serves, as given (open_runtime), for the log
+        self.variant, self.rev = "production", None  # traces' name; what it serves, as given
         self.recorder = None  # a TraceRecorder, when turns are recorded (see `traces`)
         self.canary_of: Callable[[], object | None] | None = None  # the open canary, if any
         self._split: Split | None = None
@@ -327,15 +306,10 @@ class Runtime:
             old_id = old.engine.id if old else None
             seconds, resident = new.stage_seconds, new.from_tier
             self._remember(SwapRecord(at, old_id, new.engine.id, True, seconds, None, resident))
-            took = seconds + (time.time() - at)
-            log.info(
-                "swap %s: %s -> %s in %.0f ms%s",
-                self.rev or new.engine.spec.name,
-                old_id[:12] if old_id else "nothing",
-                new.engine.id[:12],
-                took * 1000,
-                " (resident: nothing loaded)" if resident else "",
-            )
+            took, was = (seconds + time.time() - at) * 1000, old_id[:12] if old_id else "nothing"
+            note = " (resident: nothing loaded)" if resident else ""
+            where = self.rev or new.engine.spec.name
+            log.info("swap %s: %s -> %s in %.0f ms%s", where, was, new.engine.id[:12], took, note)
             return new.engine.id
 
     def update(self, spec: SetSpec) -> bool:
@@ -380,16 +354,11 @@ class Runtime:
         active = self.active
         if active is not None and commit == active.id:
             return False
-        if (
-            self._failed
-            and self._failed[0] == commit
-            and time.monotonic() - self._failed[1] < self.retry_after
-        ):
+        if self._recently_failed(commit):
             return False
         split = self._split
         if split is not None and split.canary.candidate == commit:
-            # promoted: its version moves to the tier, then serves all
-            self.set_canary(None, why="promoted: the candidate holds the channel")
+            self.set_canary(None, why=PROMOTED)  # its version moves to the tier, then serves all
         return self.update_to(commit)
 
     def poll_canary(self) -> bool:
@@ -400,18 +369,20 @@ class Runtime:
         canary, active, split = self.canary_of(), self.active, self._split
         why = "stopped: the channel has no open canary"
         if canary is not None and active is not None and canary.candidate == active.id:
-            canary = None  # the holder is the candidate: there is nothing to split
-            why = "promoted: the candidate holds the channel"
+            canary, why = None, PROMOTED  # the holder is the candidate: nothing to split
         if canary is None:
             return self.set_canary(None, why=why)
         if split is not None and split.key == (canary.id, canary.candidate):
             split.canary = canary
             return False
-        failed = self._failed
-        if failed and failed[0] == canary.candidate:
-            if time.monotonic() - failed[1] < self.retry_after:
-                return False
+        if self._recently_failed(canary.candidate):
+            return False
         return self.set_canary(canary)
+
+    def _recently_failed(self, commit: str) -> bool:
+        """COMMIT failed to load less than `retry_after` seconds ago: not tried again yet."""
+        f = self._failed
+        return bool(f) and f[0] == commit and time.monotonic() - f[1] < self.retry_after
 
     def set_canary(self, canary, *, why: str = "stopped") -> bool:
         """Serve CANARY's candidate beside the holder (None: end the split, for WHY, which the
@@ -432,27 +403,11 @@ class Runtime:
             if old is None and slot is None:
                 return False
             self._trim()
-            self._log_split(old, canary if slot is not None else None, why)
-            return True
-
-    def _log_split(self, old: Split | None, canary, why: str) -> None:
-        """One line per canary start and stop: the candidate, its fraction, and why it stopped."""
-        where = self.rev or (self.active.spec.name if self.active else "?")
-        if old is not None:
-            c = old.canary
-            stop = why if canary is None else f"replaced by canary {canary.candidate[:12]}"
-            log.info(
-                "canary stop %s: candidate %s at %g: %s", where, c.candidate[:12], c.fraction, stop
-            )
-        if canary is not None:
+            where = self.rev or (self.active.spec.name if self.active else "?")
             holder = self.active.id[:12] if self.active else "nothing"
-            log.info(
-                "canary start %s: candidate %s at %g beside %s",
-                where,
-                canary.candidate[:12],
-                canary.fraction,
-                holder,
-            )
+            for line in split_lines(where, old, canary if slot is not None else None, holder, why):
+                log.info(line)
+            return True
 
     def _canary_version(self, commit: str) -> Slot:
         with self._lock:

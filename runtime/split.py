@@ -51,3 +51,21 @@ class Split:
 
     def takes(self, user: str | None) -> bool:
         return to_canary(user, self.canary.id, self.canary.fraction)
+
+
+def split_lines(where: str, old: Split | None, canary, holder: str, why: str) -> list[str]:
+    """The server's log lines for a split that changed: the old canary's stop (the candidate,
+    its fraction, WHY, or the canary that replaced it) and the new one's start."""
+    lines = []
+    if old is not None:
+        c = old.canary
+        stop = why if canary is None else f"replaced by canary {canary.candidate[:12]}"
+        lines.append(
+            f"canary stop {where}: candidate {c.candidate[:12]} at {c.fraction:g}: {stop}"
+        )
+    if canary is not None:
+        lines.append(
+            f"canary start {where}: candidate {canary.candidate[:12]} at {canary.fraction:g} "
+            f"beside {holder}"
+        )
+    return lines

@@ -346,6 +346,8 @@ READS: list[Case] = [
     Case(("ls", "--json"), "ls"),
     Case(("ls", "--limit", "2", "--after", "chat", "--json"), "ls-page"),
     Case(("status", "--json"), "status"),
+    Case(("search", "--line", "r*", "--json"), "search-line"),
+    Case(("search", "--meta", "novalue", "--json"), "search-bad"),
     Case(("status", "--limit", "1", "--json"), "status-page"),
     Case(("diff", "router~1", "router", "--json"), "diff"),
     Case(("diff", "chat", "coding", "--json"), "diff-shapes"),
@@ -604,6 +606,12 @@ EXCLUDED: dict[str, str] = {
     "remote remove": "names a registry in this machine's config; no repository is read",
     "login": "keeps a token for a registry URL in this machine's config",
     "logout": "forgets a token kept for a registry URL in this machine's config",
+    # Keys and signatures: tests/test_signing.py runs each locally and through a registry.
+    "key generate": "makes a key pair in a folder of this machine; no repository is read",
+    "key add": "tests/test_signing.py adds keys locally and on a registry (an admin's)",
+    "key ls": "tests/test_signing.py lists keys locally and on a registry",
+    "key rm": "tests/test_signing.py removes keys locally and on a registry",
+    "verify": "tests/test_signing.py verifies commits locally and against a registry's keys",
     # A server that runs until stopped; tests/test_traces_remote.py serves from a registry.
     "serve": "a long-running server (tests/test_traces_remote.py runs it with --repo URL)",
 }

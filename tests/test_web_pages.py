@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from mint import api
-from mint.registry.web.card import safe_link
+from mint.registry.web.card import markdown, safe_link
 from mint.registry.web.render import ago, utc
 
 from support.browser import chromium, sign_in, wait_for
@@ -397,3 +397,9 @@ def test_only_http_https_and_relative_links_are_links():
         "file:///x",
     ):
         assert not safe_link(url), url
+
+
+def test_a_model_card_keeps_the_hubs_tables_and_escapes_what_is_in_them():
+    html = markdown().render("| metric | value |\n|---|---|\n| acc | <b onclick=x>0.9</b> |\n")
+    assert "<th>metric</th>" in html and "<td>acc</td>" in html
+    assert "&lt;b onclick=x&gt;0.9&lt;/b&gt;" in html and "<b " not in html

@@ -44,7 +44,9 @@ def safe_link(url: str) -> bool:
 
 @functools.cache
 def markdown() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False})
+    md = MarkdownIt("commonmark", {"html": False}).enable(
+        ["table", "strikethrough"]
+    )  # GFM, as the Hub
     md.validateLink = safe_link
     md.add_render_rule("link_open", _link_open)
     return md
