@@ -223,3 +223,24 @@ def chat_load(url: str, requests: list[list[dict]]) -> tuple[float, list[float],
     for thread in threads:
         thread.join()
     return time.perf_counter() - t0, latencies, failed[0], dict(routes)
+
+
+def installed_env(tmp: Path) -> dict:
+    """The environment of a `mint` process with its bytecode cached (in TMP), as an installed
+    package has it."""
+    env = {**os.environ, "MINT_USER": "bench", "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def mint_process(repo_root: Path, tmp: Path) -> Callable[..., float]:
+    """run(*ARGS): `mint --repo REPO_ROOT ARGS` as a new process; the seconds it took."""
+    env = installed_env(tmp)
+    mint = [str(Path(sys.executable).parent / "mint"), "--repo", str(repo_root)]
+
+    def run(*args: str) -> float:
+        t0 = time.perf_counter()
+        subprocess.run([*mint, *args], check=True, env=env, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+    return run

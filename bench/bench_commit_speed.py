@@ -80,11 +80,7 @@ def pair() -> dict:
     return {k: [] for k in ("mint", "base", "mint_cpu", "base_cpu")}
 
 
-def python_env(tmp: Path) -> dict:
-    """Bytecode cached, as an installed package has it."""
-    env = {**os.environ, "MINT_USER": "bench", "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
+python_env = c.installed_env
 
 
 def fresh(folder: Path, seed: int) -> Path:

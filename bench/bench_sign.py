@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -62,14 +61,7 @@ def in_process(repo, tmp: Path, key: Path, runs: int) -> dict:
 
 def whole_process(repo, tmp: Path, key: Path, runs: int) -> dict:
     """`mint commit` and `mint commit --sign` as new processes, alternating; then verify."""
-    env = {**os.environ, "MINT_USER": "bench", "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    mint = [str(Path(sys.executable).parent / "mint"), "--repo", str(repo.root)]
-
-    def run(*args: str) -> float:
-        t0 = time.perf_counter()
-        subprocess.run([*mint, *args], check=True, env=env, stdout=subprocess.DEVNULL)
-        return time.perf_counter() - t0
+    run = c.mint_process(repo.root, tmp)
 
     run("log", "-n", "1")  # warm: bytecode written, page cache
     run("verify", "signed")  # warm model_signing's bytecode too

@@ -38,7 +38,6 @@ import os
 import pstats
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -219,14 +218,7 @@ def in_process(repo, tmp: Path, runs: int) -> dict:
 def whole_process(repo, tmp: Path, runs: int) -> dict:
     """`mint commit` and its unchanged re-commit as new processes, against cp -r + sync +
     sha256sum of the same folder, alternating."""
-    env = {**os.environ, "MINT_USER": "bench", "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    mint = [str(Path(sys.executable).parent / "mint"), "--repo", str(repo.root)]
-
-    def run(*args: str) -> float:
-        t0 = time.perf_counter()
-        subprocess.run([*mint, *args], check=True, env=env, stdout=subprocess.DEVNULL)
-        return time.perf_counter() - t0
+    run = c.mint_process(repo.root, tmp)
 
     run("--version")
     run("log", "-n", "1")  # warm: bytecode written, page cache
