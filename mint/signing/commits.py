@@ -36,6 +36,8 @@ from mint.signing.bundle import (
 from mint.signing.keys import fingerprint, parse_public, trusted_keys, unknown_key
 from mint.store import sha256_file
 
+UNSIGNED = "it carries no signature"  # NotVerified's why for a commit with no bundle at all
+
 
 def check(bundle: bytes, files: dict[str, str], commit: str, where: str) -> Statement:
     """BUNDLE's statement, if it may be kept with COMMIT, whose files are FILES (path ->
@@ -96,11 +98,18 @@ def verify(
     """Which trusted keys (or only KEY, by name, or PUBLIC_KEY, a PEM, trusted or not) signed
     REV's files; NotVerified, with the reason of the nearest miss, if none did."""
     with repo.db.read() as conn:
-        cid = resolve(conn, rev).id
-        files, bundles = blob_files(conn, cid), signatures_of(conn, cid)
-        keys = _keys(conn, key, public_key)
+        return verify_in(conn, resolve(conn, rev).id, rev, key=key, public_key=public_key)
+
+
+def verify_in(
+    conn, cid: str, rev: str, *, key: str | None = None, public_key: str | None = None
+) -> Verification:
+    """`verify` of commit CID (named REV in errors) within CONN's transaction: what a gate,
+    which reads in its own transaction, checks a contract's `[signature]` with."""
+    files, bundles = blob_files(conn, cid), signatures_of(conn, cid)
+    keys = _keys(conn, key, public_key)
     if not bundles:
-        raise NotVerified(rev, "it carries no signature")
+        raise NotVerified(rev, UNSIGNED)
     return _verified(rev, cid, files, [b.encode() for b in bundles], keys, cid)
 
 
