@@ -390,3 +390,17 @@ evaluation_metrics = sa.Table(
     # whether one commit meets a condition, when the search reads commits newest first
     sa.Index("ix_evaluation_metrics_commit_id_name_value", "commit_id", "name", "value"),
 )
+
+# --- packs (mint.sets.pack) --------------------------------------------------------
+
+# A set commit's pack: its members' tensors in one blob, built at its first stage. The blob is
+# a cache (rebuilt from the members when missing or corrupt); gc keeps it while a ref names the
+# set (mint.maintenance).
+set_packs = sa.Table(
+    "set_packs",
+    metadata,
+    sa.Column("set_id", HEX, sa.ForeignKey("commits.id"), primary_key=True),
+    sa.Column("pack_id", HEX, nullable=False, index=True),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("built_at", TS, nullable=False),
+)
