@@ -4,10 +4,13 @@ A bundle is a Sigstore bundle (JSON) holding a DSSE envelope holding an in-toto 
 its predicate lists every file with its sha256 (`resources`) and how the folder was
 serialized (`serialization`: by file, sha256, no symlinks, `model.sig` and git's files
 ignored: `model_signing sign`'s defaults). mint builds that manifest from a commit's blob ids,
-which are the files' sha256, so signing reads no file again; model_signing's key signer
-signs it. A bundle mint makes also names the commit in its predicate (`mint.commit`), which
-v1.0 verifiers ignore and `mint verify` checks, so it cannot be replayed onto another commit
-with the same files.
+which are the files' sha256, so signing reads no file again. The bundle is made and checked
+with cryptography alone, field for field as model_signing's key signer writes it and as its
+key verifier checks it (importing model_signing loads sigstore: about a second of CPU a
+process); model_signing itself hashes a folder for `mint verify --dir`, and the tests check
+the format against it both ways. A bundle mint makes also names the commit in its predicate
+(`mint.commit`), which v1.0 verifiers ignore and `mint verify` checks, so it cannot be
+replayed onto another commit with the same files.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import hashlib
 import json
 import os
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
@@ -49,21 +51,58 @@ class Statement:
 
 
 def model_signing():
-    """model_signing's modules that mint uses (imported on first use: it loads sigstore)."""
+    """model_signing's modules that `folder_digests` uses (imported on first use: it loads
+    sigstore, about a second). Signing and verifying a bundle need only cryptography."""
     try:
-        from model_signing import hashing, manifest
-        from model_signing._hashing import hashing as digests
-        from model_signing._signing import sign_ec_key, sign_sigstore_pb, signing
+        from model_signing import hashing
     except ImportError:
-        raise SigningUnavailable("signing needs the model-signing package") from None
-    return SimpleNamespace(
-        hashing=hashing,
-        manifest=manifest,
-        digests=digests,
-        sign_ec_key=sign_ec_key,
-        bundle_file=sign_sigstore_pb,
-        signing=signing,
-    )
+        raise SigningUnavailable("verifying a folder needs the model-signing package") from None
+    return SimpleNamespace(hashing=hashing)
+
+
+def statement(files: dict[str, str], name: str, commit: str | None = None) -> bytes:
+    """The in-toto statement of FILES (path -> sha256) in a folder NAME, as model_signing's
+    key signer serializes it (`json_format.MessageToJson`: two-space indent, ASCII only): the
+    resources in its order (by path, component by component), the subject's digest the sha256
+    of their digests in that order. model_signing keeps the predicate in a protobuf Struct,
+    whose keys come out in an order that changes from one process to the next; mint writes
+    them in the order model_signing builds them."""
+    root, resources = hashlib.sha256(), []
+    for path in sorted(files, key=PurePosixPath):
+        digest = files[path]
+        root.update(bytes.fromhex(digest))
+        resources.append({"name": path, "algorithm": "sha256", "digest": digest})
+    ser = {"method": "files", "hash_type": "sha256", "allow_symlinks": False}
+    predicate = {"serialization": {**ser, "ignore_paths": IGNORED}, "resources": resources}
+    if commit is not None:
+        predicate["mint"] = {"commit": commit}
+    st = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": name, "digest": {"sha256": root.hexdigest()}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate,
+    }
+    return json.dumps(st, indent=2, ensure_ascii=True).encode("utf-8")
+
+
+def pae(payload: bytes) -> bytes:
+    """DSSE's pre-authentication encoding of an in-toto PAYLOAD: what is signed."""
+    return b"DSSEv1 %d %s %d " % (len(PAYLOAD_TYPE), PAYLOAD_TYPE.encode(), len(payload)) + payload
+
+
+def _pae_compat(payload: bytes) -> bytes:
+    """The encoding model_signing 0.2 signed by mistake (bytes formatted into a str), which
+    model_signing's verifier still accepts: so does mint's."""
+    return f"DSSEV1 {len(PAYLOAD_TYPE)} {PAYLOAD_TYPE} {len(payload)} {payload}".encode()
+
+
+def _hash_for(key):
+    """The hash model_signing pairs with the key's curve (P-256: SHA-256, P-384: SHA-384,
+    P-521: SHA-512)."""
+    from cryptography.hazmat.primitives import hashes
+
+    size = key.curve.key_size
+    return {256: hashes.SHA256, 384: hashes.SHA384, 521: hashes.SHA512}[size]()
 
 
 def sign(
@@ -74,34 +113,35 @@ def sign(
     password: str | None = None,
 ) -> bytes:
     """The bundle of FILES (path -> sha256) signed with the key in file PRIVATE_KEY, as
-    `model_signing sign key` makes it for a folder NAME holding them; COMMIT, if given, named
-    in the predicate."""
-    ms = model_signing()
-    items = [
-        ms.manifest.FileManifestItem(
-            path=PurePosixPath(p), digest=ms.digests.Digest("sha256", bytes.fromhex(d))
-        )
-        for p, d in files.items()
-    ]
-    serialization = ms.manifest._FileSerialization("sha256", False, IGNORED)
-    payload = ms.signing.Payload(ms.manifest.Manifest(name, items, serialization))
-    if commit is not None:
-        payload.statement.pb.predicate.update({"mint": {"commit": commit}})
-    signer = load_signer(private_key, password)
-    return signer.sign(payload).bundle.to_json().encode()
+    `model_signing sign key` makes it for a folder NAME holding them (the same JSON, field by
+    field: a Sigstore bundle whose verificationMaterial names the key by `publicKey.hint`,
+    holding a DSSE envelope of the statement with one ECDSA signature over its PAE); COMMIT,
+    if given, named in the predicate. cryptography alone: model_signing is not imported."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from mint.signing.keys import fingerprint, public_pem_of
+
+    key = load_private_key(private_key, password)
+    payload = statement(files, name, commit)
+    signature = key.sign(pae(payload), ec.ECDSA(_hash_for(key)))
+    bundle = {
+        "mediaType": MEDIA_TYPE,
+        "verificationMaterial": {
+            "publicKey": {"hint": fingerprint(public_pem_of(key.public_key()))},
+            "tlogEntries": [],
+        },
+        "dsseEnvelope": {
+            "payload": base64.b64encode(payload).decode(),
+            "payloadType": PAYLOAD_TYPE,
+            "signatures": [{"sig": base64.b64encode(signature).decode(), "keyid": ""}],
+        },
+    }
+    return json.dumps(bundle, separators=(",", ":")).encode("utf-8")
 
 
-def load_signer(private_key: str | os.PathLike, password: str | None = None):
-    """model_signing's key signer for the key in file PRIVATE_KEY."""
-    ms, path = model_signing(), Path(private_key)
-    with _key_errors(path, password):
-        return ms.sign_ec_key.Signer(path, password.encode() if password else None)
-
-
-def check_private_key(private_key: str | os.PathLike, password: str | None = None) -> None:
-    """Load the key as the signer will, with cryptography alone, so that a wrong key or
-    password fails before anything is stored; and import model_signing (which loads
-    sigstore: about a second) in a thread meanwhile, while the commit hashes its files."""
+def load_private_key(private_key: str | os.PathLike, password: str | None = None):
+    """The elliptic-curve private key in file PRIVATE_KEY (on a curve model_signing takes);
+    a key that cannot be loaded fails in one line that never quotes it."""
     from mint.signing.keys import CURVES, crypto
 
     serialization, ec = crypto()
@@ -112,12 +152,13 @@ def check_private_key(private_key: str | os.PathLike, password: str | None = Non
         )
         if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in CURVES:
             raise ValueError("not an elliptic-curve key")
-    threading.Thread(target=_import_quietly, name="mint-import-model-signing").start()
+    return key
 
 
-def _import_quietly() -> None:
-    with contextlib.suppress(SigningUnavailable):
-        model_signing()
+def check_private_key(private_key: str | os.PathLike, password: str | None = None) -> None:
+    """Load the key as the signer will, so that a wrong key or password fails before
+    anything is stored."""
+    load_private_key(private_key, password)
 
 
 @contextlib.contextmanager
@@ -181,21 +222,70 @@ def _statement(st: dict, hint: object) -> Statement:
     return Statement(files, [str(p) for p in ser.get("ignore_paths", [])], commit, hint)
 
 
-def verify_with(bundle: bytes, public_pem: bytes, scratch: Path) -> dict[str, str]:
+def verify_with(bundle: bytes, public_pem: bytes, scratch: Path | None = None) -> dict[str, str]:
     """The files (path -> sha256) BUNDLE signs, if its signature verifies with the public key
-    PUBLIC_PEM (model_signing's key verifier, which also checks the payload's types and that
-    the resources hash to the subject); ValueError if not. SCRATCH: an empty private folder."""
-    ms = model_signing()
-    (scratch / "key.pub").write_bytes(public_pem)
-    (scratch / SIGNATURE_FILE).write_bytes(bundle)
-    signature = ms.bundle_file.Signature.read(scratch / SIGNATURE_FILE)
+    PUBLIC_PEM; ValueError if not. What model_signing's key verifier checks, with cryptography
+    alone: the bundle's shape and media type, that the key it names (`publicKey.hint`, if any)
+    is this one, the envelope's first signature over the PAE of its payload (or the encoding
+    model_signing 0.2 signed), the payload's type, the statement's type and predicate type,
+    one subject, the serialization, and that the resources hash to the subject's digest.
+    SCRATCH is not used (model_signing's verifier read files; this reads none)."""
+    from cryptography.exceptions import InvalidSignature as BadSignature
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from mint.signing.keys import CURVES, crypto, fingerprint
+
+    serialization, _ = crypto()
+    envelope, hint = _envelope(bundle)
+    if hint is not None and hint != fingerprint(public_pem):
+        raise ValueError("the key the signature names is not this key")
+    key = serialization.load_pem_public_key(public_pem)
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
+        raise ValueError("not an elliptic-curve public key model_signing takes")
+    payload, signature = envelope
+    algorithm = ec.ECDSA(_hash_for(key))
     try:
-        manifest = ms.sign_ec_key.Verifier(scratch / "key.pub").verify(signature)
-    except ValueError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - cryptography's InvalidSignature is no ValueError
-        raise ValueError("the signature does not verify") from exc
-    return {r.identifier: r.digest.digest_hex for r in manifest.resource_descriptors()}
+        key.verify(signature, pae(payload), algorithm)
+    except BadSignature:
+        try:
+            key.verify(signature, _pae_compat(payload), algorithm)
+        except BadSignature:
+            raise ValueError("the signature does not verify") from None
+    try:
+        st = json.loads(payload)
+        if st["_type"] != STATEMENT_TYPE:
+            raise ValueError(f"not an in-toto {STATEMENT_TYPE} payload")
+        ser = st["predicate"]["serialization"]
+        if not isinstance(ser["allow_symlinks"], bool):
+            raise ValueError("its serialization is not model_signing's")
+        return _statement(st, None).files
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError("its payload is not a model-signing statement") from exc
+
+
+def _envelope(bundle: bytes) -> tuple[tuple[bytes, bytes], str | None]:
+    """((payload, first signature), key hint) of BUNDLE, its shape checked as model_signing
+    reads a bundle (no field it does not know; an in-toto payload)."""
+    try:
+        outer = json.loads(bundle.decode("utf-8"))
+        if not set(outer) <= {"mediaType", "verificationMaterial", "dsseEnvelope"}:
+            raise ValueError("a field a Sigstore bundle does not have")
+        if outer["mediaType"] != MEDIA_TYPE:
+            raise ValueError(f"not a {MEDIA_TYPE}")
+        env = outer["dsseEnvelope"]
+        if set(env) != {"payload", "payloadType", "signatures"}:
+            raise ValueError("not a DSSE envelope")
+        if env["payloadType"] != PAYLOAD_TYPE:
+            raise ValueError(f"its payload is not {PAYLOAD_TYPE}")
+        first = env["signatures"][0]
+        if not set(first) <= {"sig", "keyid"}:
+            raise ValueError("not a DSSE signature")
+        payload = base64.b64decode(env["payload"], validate=True)
+        signature = base64.b64decode(first["sig"], validate=True)
+        hint = (outer["verificationMaterial"].get("publicKey") or {}).get("hint")
+    except (KeyError, IndexError, TypeError, AttributeError, binascii.Error) as exc:
+        raise ValueError("not a model-signing bundle") from exc
+    return (payload, signature), hint or None
 
 
 def folder_digests(folder: Path) -> dict[str, str]:
