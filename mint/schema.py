@@ -234,6 +234,8 @@ protected_channels = sa.Table(
     sa.Column("role", sa.String(16), nullable=False),
     sa.Column("created_at", TS, nullable=False),
     sa.Column("created_by", sa.String(200), nullable=False),
+    # Every move of the channel needs a signed statement by a trusted key (mint.signing.moves).
+    sa.Column("signed", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
 # Webhooks: each event (a ref_history row) is POSTed to every active hook that wants its
@@ -358,6 +360,18 @@ commit_signatures = sa.Table(
     metadata,
     sa.Column("commit_id", HEX, sa.ForeignKey("commits.id"), primary_key=True),
     sa.Column("sha256", HEX, primary_key=True),
+    sa.Column("bundle", sa.Text, nullable=False),
+    sa.Column("key_hint", HEX, nullable=True),  # the bundle's public key hint, as it says
+    sa.Column("added_at", TS, nullable=False),
+)
+
+# A move's signature: a DSSE bundle (Sigstore bundle JSON) of the in-toto statement of the
+# move at ENTRY (mint.signing.moves), kept in the move's transaction; named by its sha256.
+move_signatures = sa.Table(
+    "move_signatures",
+    metadata,
+    sa.Column("entry", sa.Integer, sa.ForeignKey("ref_history.id"), primary_key=True),
+    sa.Column("sha256", HEX, nullable=False),
     sa.Column("bundle", sa.Text, nullable=False),
     sa.Column("key_hint", HEX, nullable=True),  # the bundle's public key hint, as it says
     sa.Column("added_at", TS, nullable=False),
