@@ -274,7 +274,9 @@ class GateRefused(MintError):
 
     def __init__(self, report):
         where = f"{report.line}@{report.channel}"
-        super().__init__(f"gate refused {report.commit_id[:12]} for {where}")
+        failed = next((c for c in report.checks if not c.ok), None)
+        why = f": {failed.check}: {failed.found} (needs {failed.required})" if failed else ""
+        super().__init__(f"gate refused {report.commit_id[:12]} for {where}{why}")
         self.report = report
 
 

@@ -227,6 +227,7 @@ class Contract:
     created_at: str
     created_by: str
     live: dict | None = None  # [live]: min_score, max_drop, min_traces (those given)
+    signature: dict | None = None  # [signature]: required, keys (names of trusted keys)
 
 
 @dataclass(frozen=True)

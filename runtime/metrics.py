@@ -65,6 +65,7 @@ class Metrics:
         self.stages: dict[str, Histogram] = defaultdict(Histogram)
         self.swaps = 0
         self.failed_swaps = 0
+        self.signature_refusals: dict[str, int] = defaultdict(int)  # reason -> versions refused
         self.batches = Histogram(BATCH_BUCKETS)
         self.cancelled_requests = 0
         self.completion_tokens = 0
@@ -106,6 +107,11 @@ class Metrics:
         with self._lock:
             self.failed_swaps += 1
 
+    def signature_refused(self, reason: str) -> None:
+        """Count one version refused by `--require-signed` (REASON: a fixed label)."""
+        with self._lock:
+            self.signature_refusals[reason] += 1
+
     def render(self) -> str:
         """The Prometheus text exposition of every metric."""
         with self._lock:
@@ -126,6 +132,9 @@ class Metrics:
         name = "mint_request_errors_total"
         lines += _header(name, "Requests refused, by HTTP status.", "counter")
         lines += [f"{name}{_labels(status=str(s))} {n}" for s, n in sorted(self.errors.items())]
+        name, refusals = "mint_signature_refusals_total", sorted(self.signature_refusals.items())
+        lines += _header(name, "Set versions refused as not signed, by reason.", "counter")
+        lines += [f"{name}{_labels(reason=r)} {n}" for r, n in refusals]
         for name, value, text in (
             (
                 "mint_route_fallbacks_total",

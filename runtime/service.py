@@ -21,7 +21,10 @@ from mint.runtime.batching import BatchPolicy
 from mint.runtime.engine import open_engine
 from mint.runtime.evaluate import RouteEval, evaluate_routes, read_records
 from mint.runtime.loader import SharedBase
+from mint.runtime.metrics import Metrics
+from mint.runtime.packed import pack_loader
 from mint.runtime.runtime import Runtime
+from mint.runtime.signatures import SignatureGuard
 from mint.runtime.traces import TraceRecorder, through_registry
 
 log = logging.getLogger("mint.runtime")
@@ -96,6 +99,7 @@ def open_runtime(
     trace_content: bool = True,
     engine_url: str | None = None,
     engine_key: str | None = None,
+    signatures: SignatureGuard | None = None,
 ) -> Runtime:
     """Load REV's set onto the base and keep following REV (a channel, tag or line): on a
     registry through its event stream, in a local repository by polling.
@@ -105,8 +109,15 @@ def open_runtime(
     `traces`: record each turn in the repository's database, or the registry's (see
     `recorder_for`), with the messages and the answer unless `trace_content` is False.
     `engine_url`: every forward pass on the vLLM server there (with mint's plugin, which
-    fetches and verifies the adapters; `engine_key` its API key), not in this process."""
-    spec = api.set_spec(repo, rev)
+    fetches and verifies the adapters; `engine_key` its API key), not in this process.
+    `signatures`: serve only versions it passes (`mint serve --require-signed`), REV's first,
+    before anything of it is fetched or loaded."""
+    metrics, load_spec, target = Metrics(), functools.partial(api.set_spec, repo), rev
+    if signatures is not None:
+        signatures.metrics = metrics
+        target = signatures.check(rev)  # the commit judged; one line, before the base loads
+        load_spec = signatures.guarded(load_spec)
+    spec = api.set_spec(repo, target)
     watch, poll_interval = watch_for(repo, rev, poll_interval)
     base, load, verify = engine_for(
         base_dir_for(repo, spec, base_dir), repo, engine_url, engine_key
@@ -116,7 +127,8 @@ def open_runtime(
         verify=verify,
         load=load,
         resolve=lambda: api.resolve(repo, rev),
-        load_spec=lambda commit: api.set_spec(repo, commit),
+        load_spec=load_spec,
+        metrics=metrics,
         poll_interval=poll_interval,
         batching=batching,
         max_cpu_adapters=max_cpu_adapters,
@@ -138,9 +150,12 @@ def open_runtime(
 
 def engine_for(base_dir: str, repo, engine_url: str | None, engine_key: str | None):
     """(base, load, verify) for a Runtime: the base loaded here and every blob re-hashed
-    before a version is staged, or a vLLM server at ENGINE_URL (its plugin verifies)."""
+    before a version is staged (a set of a local repository from its pack, `packed`), or a
+    vLLM server at ENGINE_URL (its plugin verifies)."""
     if engine_url is None:
-        return SharedBase.load(base_dir), None, store_verifier(repo)
+        base, verify = SharedBase.load(base_dir), store_verifier(repo)
+        local = not getattr(repo, "is_remote", False)
+        return base, pack_loader(repo, base, verify) if local else None, verify
     from mint.runtime.vllm_engine import VllmBase, load_vllm_engine
 
     base = VllmBase(engine_url, base_dir, api_key=engine_key)

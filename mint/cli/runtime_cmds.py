@@ -133,6 +133,39 @@ def token_options(fn):
     return token_env(registry_tokens(fn))
 
 
+def signature_options(fn):
+    """`--require-signed` and `--keys NAME,...`: serve only signed versions; the function
+    receives `signatures(repo)`, which makes the guard (None without --require-signed)."""
+
+    @click.option(
+        "--require-signed",
+        is_flag=True,
+        help="Load only versions signed by a trusted key of the repository (or registry): "
+        "a set's own signature, or every member's. Checked at start and at every move.",
+    )
+    @click.option(
+        "--keys",
+        metavar="NAME,...",
+        help="With --require-signed: only these trusted keys' signatures count.",
+    )
+    @functools.wraps(fn)
+    def wrapper(*args, require_signed, keys, **kwargs):
+        if keys is not None and not require_signed:
+            raise click.UsageError("--keys needs --require-signed")
+
+        def signatures(repo):
+            if not require_signed:
+                return None
+            from mint.runtime.signatures import SignatureGuard
+            from mint.signing.policy import parse_keys
+
+            return SignatureGuard.open(repo, parse_keys(keys))
+
+        return fn(*args, signatures=signatures, **kwargs)
+
+    return wrapper
+
+
 def client_checks(repo, host: str, token_env: str | None, registry_tokens: bool) -> list:
     """The token checks `serve` applies (see `mint.runtime.auth`); a warning when it takes
     none and listens beyond this machine."""
@@ -189,6 +222,7 @@ def client_checks(repo, host: str, token_env: str | None, registry_tokens: bool)
 )
 @engine_options
 @token_options
+@signature_options
 @with_repo
 def serve(
     repo,
@@ -206,6 +240,7 @@ def serve(
     no_trace_content,
     token_env,
     registry_tokens,
+    signatures,
 ) -> None:
     """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel. Each turn
     is recorded as a trace in the repository or on the registry (see `mint traces`; the token
@@ -223,6 +258,9 @@ def serve(
     from mint.runtime.service import open_runtime
 
     check_port(host, port)
+    guard = signatures(repo)
+    if guard is not None:
+        guard.check(rev)  # one line before anything starts (a vLLM server, the base)
     with engine_at(engine, engine_url, repo, rev, base_dir) as url:
         runtime = open_runtime(
             repo,
@@ -235,6 +273,7 @@ def serve(
             trace_content=not no_trace_content,
             engine_url=url,
             engine_key=engine_key,
+            signatures=guard,
         )
         on = f" on vLLM at {url}" if url else ""
         warn(f"mint: serving {rev} ({short(runtime.active.id)}){on} on http://{host}:{port}")

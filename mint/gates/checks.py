@@ -5,12 +5,15 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from mint import schema as s
+from mint.commits.rows import members_of
 from mint.gates import evaluations as ev
 from mint.gates.contracts import get_row, guards
 from mint.ids import CommitId, RefKind
 from mint.objects import Check, GateReport
 from mint.received import shown
 from mint.refs import RefsContainer
+from mint.signing.commits import verify_in
+from mint.signing.policy import judge, required
 
 
 def _fmt(x: float | None) -> str:
@@ -85,6 +88,8 @@ def gate_report(conn, cid: str, line: str, channel: str, extra: str | None = Non
         checks += [held_check(conn, cid, line, ch) for ch in row.body["requires"]]
         if row.body["approvals"]:
             checks.append(approvals_check(approval_count(conn, cid, channel), row))
+        if (row.body.get("signature") or {}).get("required"):
+            checks.append(signature_check(conn, cid, row.body["signature"]["keys"]))
     contracts = [f"{r.name}@v{r.version}" for r in rows]
     return GateReport(CommitId(cid), line, channel, holder, contracts, checks, evals)
 
@@ -92,6 +97,14 @@ def gate_report(conn, cid: str, line: str, channel: str, extra: str | None = Non
 def missing_evaluation(row) -> Check:
     """The row of a contract version (a contracts row) under which no evaluation is recorded."""
     return Check(f"evaluation under {row.name} v{row.version}", "recorded", "none", False)
+
+
+def signature_check(conn, cid: str, keys: list[str]) -> Check:
+    """The row of a contract's `[signature]`: CID (a set: itself, else each member) signed by
+    a trusted key, one of KEYS if named, verified as `mint verify` does, in CONN."""
+    members = [(m.label, m.commit_id) for m in members_of(conn, cid)]
+    verdict = judge(lambda c: verify_in(conn, c, c[:12]), cid, members, keys)
+    return Check("signature", required(keys), verdict.why, verdict.ok)
 
 
 def approvals_check(n: int, row) -> Check:

@@ -17,6 +17,7 @@ from mint.errors import (
     Forbidden,
     InvalidConfig,
     InvalidObject,
+    MintError,
     RefConflict,
     RevisionNotFound,
 )
@@ -25,11 +26,14 @@ from mint.objects import Contract, ContractAdded
 from mint.refs import check_name
 from mint.refs.revisions import MAX_NAME, SUGGESTIONS, nearest
 from mint.repo import Repo
+from mint.signing.policy import parse_keys
 
 TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "lines", "live"}
+TOP_KEYS.add("signature")  # [signature]: issue 23
 METRIC_KEYS = {"name", "min", "max", "max_regression"}
 EVALUATOR_KEYS = {"command", "timeout", "version", "data"}
 LIVE_KEYS = {"min_score", "max_drop", "min_traces"}
+SIGNATURE_KEYS = {"required", "keys"}
 DEFAULT_TIMEOUT = 600.0
 MAX_TIMEOUT = 7 * 24 * 3600.0
 MAX_VERSION = 2**31 - 1  # the version column is a 32-bit integer
@@ -89,6 +93,8 @@ def parse_contract(text: str, source: str = "contract") -> dict:
     }
     if "live" in raw:  # absent, the body (and so the id) is what it was before [live]
         body["live"] = _live(raw["live"], bad)
+    if "signature" in raw:  # likewise: absent, the body and id are unchanged
+        body["signature"] = _signature(raw["signature"], bad)
     return body
 
 
@@ -162,6 +168,30 @@ def _live(live, bad) -> dict:
             raise bad("live.min_traces must be a whole number, 1 or more")
         out["min_traces"] = n
     return out
+
+
+def _signature(table, bad) -> dict:
+    """[signature]: `required = true` makes the gate refuse a commit that no trusted key
+    signed; `keys` (names of trusted keys) narrows it to those keys (empty: any)."""
+    if not isinstance(table, dict):
+        raise bad("[signature] must be a table")
+    unknown = set(table) - SIGNATURE_KEYS
+    if unknown:
+        known = ", ".join(sorted(SIGNATURE_KEYS))
+        raise bad(f"unknown signature key {sorted(unknown)[0]!r} (known: {known})")
+    required = table.get("required", False)
+    if not isinstance(required, bool):
+        raise bad("signature.required must be true or false")
+    keys = table.get("keys", [])
+    if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+        raise bad("signature.keys must be a list of trusted keys' names")
+    if keys and not required:
+        raise bad("signature.keys names keys, but signature.required is not true")
+    try:
+        names = parse_keys(keys, "signature.keys")
+    except MintError as exc:
+        raise bad(f"signature.keys: {exc}") from None
+    return {"required": required, "keys": list(names)}
 
 
 # --- storing and reading -----------------------------------------------------
@@ -320,4 +350,5 @@ def _contract(row) -> Contract:
         iso(row.created_at),
         row.created_by,
         b.get("live"),
+        b.get("signature"),
     )

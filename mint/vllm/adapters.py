@@ -18,17 +18,27 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from mint import api
 from mint.bases import fingerprint_path
 from mint.commits.adapter import safe_relpath
-from mint.errors import BaseMismatch, InvalidName, InvalidObject, WrongKind
+from mint.errors import (
+    BaseMismatch,
+    InvalidConfig,
+    InvalidName,
+    InvalidObject,
+    NotVerified,
+    WrongKind,
+)
 from mint.ids import Kind, is_url, vllm_name
 from mint.objects import CommitDetail
+from mint.signing.policy import judge, parse_keys
 from mint.store.base import is_blob_id, sha256_file
+
+TRUE = ("1", "true", "yes", "on")
 
 
 def split_name(name: str) -> tuple[str, str] | None:
@@ -78,10 +88,17 @@ def default_cache(env: Mapping[str, str]) -> Path:
 
 
 class AdapterSource:
-    """Resolves `LINE@REV` names against one repository and keeps their files in CACHE."""
+    """Resolves `LINE@REV` names against one repository and keeps their files in CACHE.
 
-    def __init__(self, repo, cache: str | Path):
+    With REQUIRE_SIGNED, a commit is fetched only if a trusted key of the repository (or
+    registry), one of KEYS if any are named, signed it (`mint.signing.policy`, over
+    `api.verify`): otherwise NotVerified, one line, and nothing is checked out or cached."""
+
+    def __init__(
+        self, repo, cache: str | Path, *, require_signed: bool = False, keys: Sequence[str] = ()
+    ):
         self.repo = repo
+        self.require_signed, self.keys = require_signed, tuple(keys)
         self.cache = Path(cache)
         self.cache.mkdir(parents=True, exist_ok=True)
         self._fingerprints: dict[str, str] = {}
@@ -89,7 +106,12 @@ class AdapterSource:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> AdapterSource:
-        return cls(open_source(env), default_cache(env))
+        """MINT_REPO, MINT_VLLM_CACHE; MINT_VLLM_REQUIRE_SIGNED=1 and MINT_VLLM_KEYS=a,b."""
+        required = env.get("MINT_VLLM_REQUIRE_SIGNED", "").strip().lower() in TRUE
+        keys = parse_keys(env.get("MINT_VLLM_KEYS") or None, "MINT_VLLM_KEYS")
+        if keys and not required:
+            raise InvalidConfig("MINT_VLLM_KEYS needs MINT_VLLM_REQUIRE_SIGNED=1")
+        return cls(open_source(env), default_cache(env), require_signed=required, keys=keys)
 
     def commit_of(self, line: str, rev: str) -> str:
         """The commit `LINE@REV` names now (for following a name that moves)."""
@@ -110,9 +132,17 @@ class AdapterSource:
         if detail.line != line:
             raise WrongKind(f"{name} is commit {detail.id[:12]} of line {detail.line}, not {line}")
         self.check_base(detail, base)
+        if self.require_signed:
+            self.check_signed(name, detail.id)
         path = self.folder(detail)
         moves = not detail.id.startswith(rev.lower())
         return Resolved(name, line, detail.id, str(path), moves)
+
+    def check_signed(self, name: str, commit: str) -> None:
+        """Refuse COMMIT (named NAME) unless it is signed as required."""
+        verdict = judge(lambda c: api.verify(self.repo, c), commit, (), self.keys)
+        if not verdict.ok:
+            raise NotVerified(f"{name} ({commit[:12]})", verdict.why)
 
     def check_base(self, detail: CommitDetail, base: str) -> None:
         """Refuse an adapter trained for another base than BASE, by mint's fingerprint."""
