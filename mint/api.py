@@ -123,7 +123,7 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "key_ls": ("mint.signing.keys", "key_ls", _ANY),
     "key_rm": ("mint.signing.keys", "key_rm", _ANY),
     "verify": ("mint.signing.commits", "verify", _ANY),
-    "verify_folder": ("mint.signing.commits", "verify_folder", _LOCAL),
+    "verify_folder": ("mint.porcelain.signed", "verify_folder", _ONCE),
     "webhook_deliveries": ("mint.team.webhooks", "webhook_deliveries", _ANY),
 }
 
@@ -268,6 +268,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.porcelain.files import adapter_config, checkout, export, set_spec
     from mint.porcelain.improve import improve
     from mint.porcelain.pull import pull
+    from mint.porcelain.signed import verify_folder
     from mint.refs.remote_refs import remote_refs, remote_refs_forget
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
@@ -275,7 +276,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.remote.transfer_client import push
     from mint.repo import db_upgrade, init, open_repo
     from mint.search import search
-    from mint.signing.commits import verify, verify_folder
+    from mint.signing.commits import verify
     from mint.signing.keys import key_add, key_generate, key_ls, key_rm
     from mint.team.protection import protect, protected_ls, unprotect
     from mint.team.tokens import token_create, token_ls, token_revoke

@@ -499,3 +499,12 @@ class NotVerified(MintError):
     def __init__(self, rev: str, why: str):
         super().__init__(f"{rev} is not verified: {why}")
         self.rev, self.why = rev, why
+
+
+class UnsignedMembers(NotVerified):
+    """A set to sign (--sign) whose members are not all signed by a trusted key: a set's
+    signature covers its members' signatures."""
+
+    def __init__(self, rev: str, why: str):
+        MintError.__init__(self, f"cannot sign set {rev}: {why}")
+        self.rev, self.why = rev, why

@@ -442,6 +442,7 @@ class SigningKey:
     fingerprint: str  # sha256 of its PEM: the hint a model-signing bundle carries
     added_at: str
     added_by: str
+    public_key: str = ""  # its PEM (public: a client verifies a folder with a registry's keys)
 
 
 @dataclass(frozen=True)
@@ -469,3 +470,15 @@ class Verification:
 
     target: str
     signers: list[Signer]
+    # A set: each member's signature that the set's signature names, verified (one a member).
+    members: list[MemberVerified] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MemberVerified:
+    """A set's member whose signature verified: its folder in the set (router, summary or an
+    expert's label), its commit, and the trusted key that signed it."""
+
+    label: str
+    commit: str
+    signer: Signer

@@ -66,6 +66,7 @@ REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "key_ls": ("mint.signing.keys", "key_ls"),
     "key_rm": ("mint.signing.keys", "key_rm"),
     "verify": ("mint.signing.commits", "verify"),
+    "attach_signatures": ("mint.signing.commits", "attach_signatures"),
 }
 
 

@@ -121,9 +121,15 @@ def verify(repo, rev, folder, key_name, public_key, as_json) -> None:
     if as_json:
         return emit_json(r)
     shown = r.target if folder is not None else short(r.target)
+    kind = "set" if r.members else "commit"
     for s in r.signers:
-        what = "commit" if s.bound else "files"
+        what = kind if s.bound else "files"
         echo(safe(f"{shown}: {what} signed by {s.key or 'the given key'} ({s.fingerprint})"))
+    for m in r.members:  # a set: each member's signature that the set's names
+        s = m.signer
+        what = "commit" if s.bound else "files"
+        who = f"{s.key or 'the given key'} ({s.fingerprint})"
+        echo(safe(f"  {m.label:<10} {short(m.commit)}: {what} signed by {who}"))
 
 
 def register(cli: click.Group) -> None:

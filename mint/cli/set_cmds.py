@@ -7,6 +7,15 @@ import click
 from mint import api
 from mint.cli._common import current_user, json_option, parse_pairs, with_repo
 from mint.cli._output import echo, emit_json, short
+from mint.cli.key_cmds import password_from, password_option
+
+sign_option = click.option(
+    "--sign",
+    "sign_key",
+    metavar="KEY.pem",
+    type=click.Path(dir_okay=False),
+    help="Sign the set (model-signing format) over its members' signatures with this private key.",
+)
 
 
 @click.group("set")
@@ -17,11 +26,21 @@ def set_group() -> None:
 @set_group.command("commit")
 @click.argument("file", type=click.Path())
 @click.option("-m", "--message", default="", help="What this version of the set is.")
+@sign_option
+@password_option
 @json_option
 @with_repo
-def set_commit(repo, file, message, as_json) -> None:
-    """Pin every adapter named in mol.toml FILE to a commit and record a set commit."""
-    r = api.set_commit(repo, file, message, author=current_user())
+def set_commit(repo, file, message, sign_key, password_env, as_json) -> None:
+    """Pin every adapter named in mol.toml FILE to a commit and record a set commit (signed
+    with --sign: every member must carry a signature that verifies)."""
+    r = api.set_commit(
+        repo,
+        file,
+        message,
+        author=current_user(),
+        sign=sign_key,
+        sign_password=password_from(password_env),
+    )
     if as_json:
         return emit_json(r)
     if r.created:
@@ -40,12 +59,22 @@ def set_commit(repo, file, message, as_json) -> None:
     help="Replace a member: LABEL is router, summary or an expert's label.",
 )
 @click.option("-m", "--message", help="What this version of the set is.")
+@sign_option
+@password_option
 @json_option
 @with_repo
-def set_derive(repo, rev, uses, message, as_json) -> None:
+def set_derive(repo, rev, uses, message, sign_key, password_env, as_json) -> None:
     """Commit SET_REV's set with some members replaced, on its line (no mol.toml needed)."""
     pairs = parse_pairs(uses, "--use")
-    r = api.set_derive(repo, rev, pairs, message=message, author=current_user())
+    r = api.set_derive(
+        repo,
+        rev,
+        pairs,
+        message=message,
+        author=current_user(),
+        sign=sign_key,
+        sign_password=password_from(password_env),
+    )
     if as_json:
         return emit_json(r)
     if r.created:

@@ -15,7 +15,6 @@ from mint.commits.rows import build_commit, tree_of
 from mint.errors import (
     BaseMismatch,
     InvalidConfig,
-    LocalOnly,
     MintError,
     RevisionNotFound,
     WrongKind,
@@ -30,6 +29,7 @@ from mint.objects import (
     Member,
     TensorEntry,
 )
+from mint.porcelain.signed import keep, set_signature
 from mint.refs.revisions import check_name, check_text
 from mint.sets.mol import parse_mol
 from mint.signing.keys import refuse_private_keys
@@ -98,23 +98,20 @@ def _record(b: Backend, new, head, head_tree, staged, signing) -> CommitResult:
         result = CommitResult(CommitId(head), new.line, [], created=False)
     else:
         result = b.record(new, head, staged)
-    if bundles:
-        signing.keep(b.repo, result.id, new.files, bundles)
+    keep(b, result.id, bundles)
     return result
 
 
 def _signing(b: Backend, folder, key, password: str | None):
     """What the commit of FOLDER will carry (mint.signing.commits.Signing), or None; a
-    private key among FOLDER's files is refused."""
+    private key among FOLDER's files is refused. Signed here, for a registry too: only the
+    bundle is sent, with the commit."""
     refuse_private_keys(folder)
     if key is None and not os.path.isfile(os.path.join(folder, "model.sig")):
         return None
     from mint.signing.commits import Signing
 
-    signing = Signing.of(folder, key, password)
-    if b.is_remote:
-        raise LocalOnly("a signed commit (or a folder's model.sig)")
-    return signing
+    return Signing.of(folder, key, password)
 
 
 def _same_as_head(b: Backend, cache, folder, line: str, base) -> CommitResult | None:
@@ -170,14 +167,23 @@ def tensor_entries(scanned, hashed) -> list[TensorEntry]:
 
 
 def set_commit(
-    repo, path: str | os.PathLike, message: str, *, author: str, provenance: dict | None = None
+    repo,
+    path: str | os.PathLike,
+    message: str,
+    *,
+    author: str,
+    provenance: dict | None = None,
+    sign: str | os.PathLike | None = None,
+    sign_password: str | None = None,
 ) -> CommitResult:
     """Pin every member of mol.toml to an adapter commit, store the prompts, and record a
-    set commit."""
+    set commit; signed with the private key in file SIGN if given, over its members'
+    signatures (each member must carry one that verifies: mint.signing.sets)."""
     from mint.sets.pinning import pinned_config, read_prompt, roles
 
     b = backend_of(repo)
     check_text("message", message)
+    _check_key(sign, sign_password)
     mol = parse_mol(path)
     prompts = {p: read_prompt(mol.folder, p) for p in (mol.route_prompt, mol.summary_prompt)}
     base = b.get_base(mol.base)
@@ -196,9 +202,23 @@ def set_commit(
         config=pinned_config(mol, members),
         members=members,
     )
-    if head_tree == new.tree:
-        return CommitResult(head, mol.name, [], created=False)
-    return b.record(new, head, b.stage_bytes(list(prompts.values())))
+    if head_tree == new.tree:  # signed, the head is signed
+        result = CommitResult(head, mol.name, [], created=False)
+        keep(b, head, [set_signature(b, b.show(head), sign, sign_password)] if sign else [])
+        return result
+    # signed before it is recorded: a member not signed, or a key that fails, stores nothing
+    bundles = [set_signature(b, new, sign, sign_password)] if sign else []
+    result = b.record(new, head, b.stage_bytes(list(prompts.values())))
+    keep(b, result.id, bundles)
+    return result
+
+
+def _check_key(key, password: str | None) -> None:
+    """Load the key in file KEY now, so that a wrong one fails before anything is stored."""
+    if key is not None:
+        from mint.signing.bundle import check_private_key
+
+        check_private_key(key, password)
 
 
 def pin_member(b: Backend, role: Role, label: str, ref: str, base: Base) -> Member:
@@ -215,16 +235,25 @@ def pin_member(b: Backend, role: Role, label: str, ref: str, base: Base) -> Memb
 
 
 def set_derive(
-    repo, rev: str, uses: dict[str, str], *, message: str | None = None, author: str
+    repo,
+    rev: str,
+    uses: dict[str, str],
+    *,
+    message: str | None = None,
+    author: str,
+    sign: str | os.PathLike | None = None,
+    sign_password: str | None = None,
 ) -> CommitResult:
     """Commit REV's set with the members USES names (label -> adapter revision) replaced,
     on REV's line. Its first parent is REV; when REV is not the line's head, the head is
     the second, so every head of a line still descends from the one before. A set of the
-    line that already has exactly this content is answered instead (created False)."""
+    line that already has exactly this content is answered instead (created False). SIGN:
+    as `set_commit`'s."""
     b = backend_of(repo)
     if not uses:
         raise InvalidConfig("a derived set replaces at least one member")
     check_text("message", message)
+    _check_key(sign, sign_password)
     detail = _set_detail(b, rev)
     base = b.get_base(detail.base)
     new = {lab: pin_member(b, role_of(detail, lab), lab, ref, base) for lab, ref in uses.items()}
@@ -232,6 +261,8 @@ def set_derive(
     head, _ = b.line_head(detail.line, Kind.SET)
     existing = b.existing(detail.line, Kind.SET, _tree(detail, members))
     if existing is not None:
+        signed = [set_signature(b, b.show(existing), sign, sign_password)] if sign else []
+        keep(b, existing, signed)
         return CommitResult(existing, detail.line, [], created=False)
     pins = {label: m.commit_id for label, m in new.items()}
     what = ", ".join(f"{label}={cid[:12]}" for label, cid in pins.items())
@@ -248,7 +279,10 @@ def set_derive(
         config=derived_config(detail.config, pins),
         members=members,
     )
-    return b.record(derived, head, b.stage_bytes([]))
+    bundles = [set_signature(b, derived, sign, sign_password)] if sign else []
+    result = b.record(derived, head, b.stage_bytes([]))
+    keep(b, result.id, bundles)
+    return result
 
 
 def derived_config(config: dict, pins: dict[str, str]) -> dict:

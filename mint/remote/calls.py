@@ -37,7 +37,7 @@ from mint.remote.reads import (
     tag_list,
 )
 from mint.remote.repo import RemoteRepo
-from mint.remote.signing_ops import key_add, key_ls, key_rm, verify
+from mint.remote.signing_ops import attach_signatures, key_add, key_ls, key_rm, verify
 from mint.remote.team_ops import (
     protect,
     protected_ls,
@@ -61,6 +61,7 @@ from mint.wire import decode
 
 __all__ = [
     "approve",
+    "attach_signatures",
     "base_add",
     "base_ls",
     "canary_of",

@@ -15,9 +15,14 @@ in one error (`SigningUnavailable`).
 SIGNATURE_FILE = "model.sig"  # where model_signing's CLI writes and reads a folder's bundle
 
 
-def signature_items(detail) -> list[tuple[str, bytes]]:
+def signature_items(detail, members=()) -> list[tuple[str, bytes]]:
     """What a checkout of DETAIL (a `CommitDetail`) writes beside its files: an adapter
-    commit's first signature as model.sig, where `model_signing verify` looks for it."""
+    commit's first signature as model.sig, where `model_signing verify` looks for it; a set's,
+    with the members' signatures it names in their folders (MEMBERS: their details)."""
+    if detail.kind == "set" and detail.signatures:
+        from mint.signing.sets import checkout_signatures
+
+        return checkout_signatures(detail, list(members))
     if detail.kind != "adapter" or not detail.signatures or SIGNATURE_FILE in detail.files:
         return []
     return [(SIGNATURE_FILE, detail.signatures[0].encode())]

@@ -17,9 +17,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.commits.rows import files_of, signatures_of
+from mint.commits.rows import commit_row, files_of, signatures_of
 from mint.errors import InvalidObject, InvalidSignature, NotVerified
-from mint.ids import utcnow
+from mint.ids import Kind, utcnow
 from mint.objects import Signer, Verification
 from mint.received import listing
 from mint.refs import resolve
@@ -106,31 +106,41 @@ def verify_in(
 ) -> Verification:
     """`verify` of commit CID (named REV in errors) within CONN's transaction: what a gate,
     which reads in its own transaction, checks a contract's `[signature]` with."""
-    files, bundles = blob_files(conn, cid), signatures_of(conn, cid)
     keys = _keys(conn, key, public_key)
+    if commit_row(conn, cid).kind == Kind.SET:  # its members' signatures too
+        from mint.signing.sets import set_data, verify_set
+
+        return verify_set(set_data(conn, cid), rev, keys)
+    files, bundles = blob_files(conn, cid), signatures_of(conn, cid)
     if not bundles:
         raise NotVerified(rev, UNSIGNED)
     return _verified(rev, cid, files, [b.encode() for b in bundles], keys, cid)
 
 
-def verify_folder(
-    repo, folder: str | os.PathLike, *, key: str | None = None, public_key: str | None = None
-) -> Verification:
-    """Which trusted keys signed FOLDER as its model.sig says, every file hashed again (as
-    `model_signing verify` does)."""
+def verify_folder_with(folder: str | os.PathLike, keys: dict) -> Verification:
+    """Which of KEYS (fingerprint -> (name, PEM)) signed FOLDER as its model.sig says, every
+    file hashed again; a set's checkout, with each member folder's model.sig verified too."""
     folder = Path(folder)
     try:
         bundle = read_bundle(folder / SIGNATURE_FILE)
     except OSError:
         raise NotVerified(str(folder), f"it has no readable {SIGNATURE_FILE}") from None
-    with repo.db.read() as conn:
-        keys = _keys(conn, key, public_key)
     try:
-        read(bundle, str(folder / SIGNATURE_FILE))  # its shape first: one line if it is no bundle
+        st = read(bundle, str(folder / SIGNATURE_FILE))  # its shape first: one line if no bundle
         files = folder_digests(folder)
     except (InvalidSignature, ValueError) as exc:
         raise NotVerified(str(folder), str(exc)) from None
-    return _verified(str(folder), str(folder), files, [bundle], keys, None)
+    found = _verified(str(folder), str(folder), files, [bundle], keys, None)
+    from mint.signing.sets import is_set_statement, verify_set_folder
+
+    if not is_set_statement(st):
+        return found
+    with tempfile.TemporaryDirectory(prefix="mint-verify-") as scratch:
+        try:
+            members = verify_set_folder(folder, st, files, keys, Path(scratch))
+        except ValueError as exc:
+            raise NotVerified(str(folder), str(exc)) from None
+    return dataclasses.replace(found, members=members)
 
 
 def _keys(conn, key: str | None, public_key) -> dict[str, tuple[str, bytes]]:
@@ -151,7 +161,7 @@ def _verified(rev, target, files, bundles, keys, commit) -> Verification:
     with tempfile.TemporaryDirectory(prefix="mint-verify-") as scratch:
         for i, bundle in enumerate(bundles):
             try:
-                signers.append(_one(bundle, files, keys, commit, Path(scratch) / str(i)))
+                signers.append(check_one(bundle, files, keys, commit, Path(scratch) / str(i)))
             except (InvalidSignature, ValueError) as exc:
                 misses.append(str(exc))
     if not signers:
@@ -159,7 +169,7 @@ def _verified(rev, target, files, bundles, keys, commit) -> Verification:
     return Verification(target, signers)
 
 
-def _one(bundle: bytes, files, keys, commit: str | None, scratch: Path) -> Signer:
+def check_one(bundle: bytes, files, keys, commit: str | None, scratch: Path) -> Signer:
     """The trusted key that signed BUNDLE over FILES (and COMMIT, if it names one)."""
     st = read(bundle)
     wrong = differences(st.files, files)
@@ -258,28 +268,55 @@ def signatures_wire(conn, ids: list[str]) -> dict:
 
 
 def receive_signatures(conn, payload: dict, check_line) -> None:
-    """Keep each bundle of PAYLOAD's signatures with its commit (see `receive`)."""
+    """Keep each bundle of PAYLOAD's signatures with its commit (see `receive`): a set's
+    after its members' (it names theirs)."""
+    later = []
     for wire in listing(payload.get("signatures", []), "signatures"):
+        if receive(conn, wire, check_line, defer_sets=True):
+            later.append(wire)
+    for wire in later:
         receive(conn, wire, check_line)
 
 
-def receive(conn, wire: object, check_line) -> None:
+def receive(conn, wire: object, check_line, *, defer_sets: bool = False) -> bool:
     """Keep a bundle that arrived (WIRE: {commit, bundle}) with its commit, which must be here
     and on a line the sender reaches (CHECK_LINE raises otherwise), checked as a local commit
-    checks a folder's model.sig."""
+    checks a folder's model.sig (a set's as `mint.signing.sets.attach_set` does). True when
+    it is a set's and DEFER_SETS says to keep it later."""
     if not (isinstance(wire, dict) and set(wire) == {"commit", "bundle"}):
         raise InvalidObject("a signature is {commit, bundle}")
     commit, bundle = wire["commit"], wire["bundle"]
     if not (isinstance(commit, str) and isinstance(bundle, str)):
         raise InvalidObject("a signature's commit and bundle are strings")
-    line = conn.execute(sa.select(s.commits.c.line).where(s.commits.c.id == commit)).scalar()
-    if line is None:
+    c = s.commits.c
+    row = conn.execute(sa.select(c.line, c.kind).where(c.id == commit)).first()
+    if row is None:
         raise InvalidObject(f"a signature names commit {commit[:12]!r}, which is not here")
-    check_line(line)
+    check_line(row.line)
+    if defer_sets and row.kind == Kind.SET:
+        return True
     try:
-        attach(conn, commit, blob_files(conn, commit), bundle.encode(), "a signature")
+        attach_any(conn, commit, bundle.encode(), "a signature")
     except InvalidSignature as exc:
         raise InvalidObject(f"commit {commit[:12]}: {exc}") from None
+    return False
+
+
+def attach_any(conn, commit: str, bundle: bytes, where: str) -> bool:
+    """`attach` BUNDLE to COMMIT, an adapter's or a set's (`mint.signing.sets.attach_set`)."""
+    if commit_row(conn, commit).kind == Kind.SET:
+        from mint.signing.sets import attach_set
+
+        return attach_set(conn, commit, bundle, where)
+    return attach(conn, commit, blob_files(conn, commit), bundle, where)
+
+
+def attach_signatures(repo, commit: str, bundles: list[str]) -> None:
+    """Keep BUNDLES (made on the signer's machine) with COMMIT, an adapter's or a set's, each
+    checked as one that arrives with a push (a registry receives them so: POST /objects)."""
+    with repo.db.write() as conn:
+        for bundle in bundles:
+            attach_any(conn, commit, bundle.encode(), SIGNATURE_FILE)
 
 
 def _sha256(f, cache) -> str:

@@ -128,7 +128,7 @@ def key_add(repo, name: str, public_key: str, *, by: str) -> SigningKey:
                 name=name, fingerprint=fp, public_pem=pem.decode(), added_at=now, added_by=by
             )
         )
-    return SigningKey(name, fp, iso(now), by)
+    return SigningKey(name, fp, iso(now), by, pem.decode())
 
 
 def key_ls(repo) -> list[SigningKey]:
@@ -136,7 +136,9 @@ def key_ls(repo) -> list[SigningKey]:
     k = s.signing_keys.c
     with repo.db.read() as conn:
         rows = conn.execute(sa.select(s.signing_keys).order_by(k.name)).all()
-    return [SigningKey(r.name, r.fingerprint, iso(r.added_at), r.added_by) for r in rows]
+    return [
+        SigningKey(r.name, r.fingerprint, iso(r.added_at), r.added_by, r.public_pem) for r in rows
+    ]
 
 
 def key_rm(repo, name: str) -> SigningKey:
@@ -147,7 +149,7 @@ def key_rm(repo, name: str) -> SigningKey:
         if row is None:
             raise unknown_key(conn, name)
         conn.execute(s.signing_keys.delete().where(k.name == name))
-    return SigningKey(row.name, row.fingerprint, iso(row.added_at), row.added_by)
+    return SigningKey(row.name, row.fingerprint, iso(row.added_at), row.added_by, row.public_pem)
 
 
 def unknown_key(conn, name: str) -> RevisionNotFound:
