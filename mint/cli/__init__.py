@@ -36,6 +36,7 @@ COMMANDS = {
     "registry": "registry_cmds",
     **dict.fromkeys(("clone", "fetch", "login", "logout", "push", "remote"), "remote_cmds"),
     **dict.fromkeys(("key", "verify"), "key_cmds"),
+    "config": "config_cmds",
 }
 
 

@@ -14,6 +14,7 @@ from mint.cli._common import (
     with_repo,
 )
 from mint.cli._output import echo, emit_json, safe, short, table
+from mint.cli.config_cmds import sign_key_from, sign_option
 from mint.cli.key_cmds import password_from, password_option
 
 
@@ -28,13 +29,7 @@ from mint.cli.key_cmds import password_from, password_option
     metavar="NAME",
     help="The registered base (default: from adapter_config.json).",
 )
-@click.option(
-    "--sign",
-    "sign_key",
-    metavar="KEY.pem",
-    type=click.Path(dir_okay=False),
-    help="Sign the commit (model-signing format) with this private key.",
-)
+@sign_option("Sign the commit (model-signing format) with this private key.")
 @password_option
 @json_option
 @with_repo
@@ -49,7 +44,7 @@ def commit(repo, line, directory, message, meta, base_name, sign_key, password_e
         author=current_user(),
         meta=parse_pairs(meta, "--meta"),
         base=base_name,
-        sign=sign_key,
+        sign=sign_key_from(sign_key),  # given no path: the configured signing.key
         sign_password=password_from(password_env),
     )
     if as_json:
