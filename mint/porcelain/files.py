@@ -75,8 +75,7 @@ def export(repo, rev: str, fmt: str, dest: str | os.PathLike, progress: Progress
     dest = empty_destination(dest)
     detail = b.show(rev)
     items, members = layout(b, detail)
-    signed = signature_items(detail, members)  # a signed commit's model.sig, as a checkout's
-    write_layout(b, items + signed, [detail, *members], dest, progress)
+    write_layout(b, items, [detail, *members], dest, progress)
     if detail.kind == Kind.SET:
         folders = [member_folder(m) for m in detail.members]
         adapters = {f: str((dest / f).resolve()) for f in folders}
@@ -85,7 +84,7 @@ def export(repo, rev: str, fmt: str, dest: str | os.PathLike, progress: Progress
         adapters = {detail.line: str(dest.resolve())}
         ranks = [detail.peft["r"]]
     extra = write_vllm_files(detail, dest, adapters, ranks) if fmt == "vllm" else []
-    return ExportResult(detail.id, fmt, str(dest), adapters, extra, [p for p, _ in signed])
+    return ExportResult(detail.id, fmt, str(dest), adapters, extra)
 
 
 def set_spec(repo, rev: str) -> SetSpec:
