@@ -17,9 +17,11 @@ from mint.commits.adapter import CONFIG, PICKLE_SUFFIXES, WEIGHTS, safe_relpath
 from mint.errors import InvalidConfig, NotAHubAdapter, PickleRefused
 from mint.hf.client import HubClient
 from mint.sets.mol import MOL, MolFile, parse_mol, render_mol
+from mint.signing import SIGNATURE_FILE
 
 README = "README.md"
-ADAPTER_FILES = (CONFIG, WEIGHTS, README)
+# model.sig: a folder's signature in the OpenSSF model-signing format, kept as the commit's
+ADAPTER_FILES = (CONFIG, WEIGHTS, README, SIGNATURE_FILE)
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Plan:
     mol: MolFile | None = None  # a set's parsed mol.toml
     staged: Path | None = None  # new files (links to the HF cache's), as the hub lays them out
     set_dir: Path | None = None  # a set's prompts, where its pinned mol.toml will go
+    verified: dict = field(default_factory=dict)  # folder -> the Signer its model.sig had
 
     def folder(self, member: str) -> Path:
         return self.staged / member if member else self.staged

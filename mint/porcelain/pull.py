@@ -7,6 +7,12 @@ commits them through the porcelain's commit and set commit, with provenance
 `{"source": "hf", "repo", "revision", "sha"}`. The repository indexes that sha, so a hub commit
 already held is found with one request (`backend.pulled`), whatever name it was asked by.
 
+A hub repository's `model.sig` (the OpenSSF model-signing format) comes with the adapter's
+files and is kept as the commit's signature, checked first as a commit checks a folder's:
+exactly the files pulled (`mint.hf.signature`). With `verify_signature`, a pull whose
+signature is missing or does not verify with the keys given (default: the repository's trusted
+keys) is refused before anything is stored.
+
 A pull checks everything before it records anything: every path the hub names (file listings,
 mol.toml's prompts and member folders) is a safe relative path, the files are staged as new
 files (inside a local repository's `.mint`, or in the system's temporary folder for a
@@ -32,6 +38,7 @@ from mint.errors import (
     InvalidHubUri,
     InvalidName,
     NeedsNetwork,
+    NotVerified,
     PullLineConflict,
     RefExists,
     RevisionNotFound,
@@ -40,12 +47,15 @@ from mint.errors import (
 from mint.hf.client import HubClient
 from mint.hf.plan import Plan, pinned_mol, plan_commit, stage
 from mint.hf.settings import SCHEME, HubSettings, mint_tag_name, parse_uri
+from mint.hf.signature import check_staged, verify_bundles
 from mint.ids import CommitId, Kind
+from mint.objects import Signer
 from mint.porcelain.commit import commit as commit_adapter
 from mint.porcelain.commit import set_commit
 from mint.progress import Progress
 from mint.refs.revisions import check_name
 from mint.sets.mol import MOL, parse_mol
+from mint.signing import SIGNATURE_FILE
 
 DEFAULT_REVISION = "main"
 _PLACEHOLDER = "0" * 64  # a commit id, to check the pinned mol.toml before the members exist
@@ -68,6 +78,8 @@ class Pulled:
     bytes_written: int = 0
     members: list[Pulled] = field(default_factory=list)  # a set's adapters
     path: str | None = None  # a member's folder in the hub repo
+    signed: bool = False  # it came with a model.sig, kept as the commit's signature
+    verified_by: Signer | None = None  # the key its model.sig verified with (verify_signature)
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,9 @@ def pull(
     settings: HubSettings | None = None,
     by: str,
     progress: Progress | None = None,
+    verify_signature: bool = False,
+    key: str | None = None,
+    public_key: str | None = None,
 ) -> PullResult:
     """Pull hf://[ORG/]REPO[@REV] (or every tag, oldest first) into REPO as commits on LINE.
 
@@ -109,6 +124,9 @@ def pull(
         settings: where the hub is (default: HubSettings.from_env(), read now).
         by: who pulls (recorded as the author of the commits and tags).
         progress: counts the files downloaded and their bytes (default: shown nowhere).
+        verify_signature: refuse, before anything is stored, a hub commit whose model.sig is
+            missing or does not verify with the repository's trusted keys (or only KEY, by
+            name, or PUBLIC_KEY, a PEM, trusted or not).
     """
     settings = settings or HubSettings.from_env()
     ref = parse_uri(uri)
@@ -120,14 +138,23 @@ def pull(
     line = _line(line, ref.repo_id)
     if tag:
         check_name("tag", tag)
+    b = backend_of(repo)
+    keys = _keys(b, key, public_key) if verify_signature else None
     hub = HubClient(ref.repo_id, settings, progress)
     if all_tags:
         targets = _tag_targets(hub)
     else:
         rev = ref.revision or DEFAULT_REVISION
         targets = [(rev, hub.resolve(rev), tag)]
-    pulled = _pull_targets(repo, backend_of(repo), hub, targets, line, base, by)
+    pulled = _pull_targets(repo, b, hub, targets, line, base, by, keys)
     return PullResult(str(ref), ref.repo_id, settings.shown_endpoint, settings.offline, pulled)
+
+
+def _keys(b: Backend, key: str | None, public_key: str | None) -> dict:
+    """fingerprint -> (name, PEM) of the keys a signature must verify with."""
+    from mint.porcelain.signed import trusted
+
+    return trusted(b, key, public_key)
 
 
 def _line(line: str | None, repo_id: str) -> str:
@@ -169,7 +196,7 @@ def _natural(name: str) -> list:
 
 
 def _pull_targets(
-    repo, b: Backend, hub: HubClient, targets, line: str, base: str | None, by: str
+    repo, b: Backend, hub: HubClient, targets, line: str, base: str | None, by: str, keys
 ) -> list[Pulled]:
     """Check and fetch everything first; then commit and tag, in hub order."""
     plans: dict[str, Plan] = {}
@@ -183,11 +210,13 @@ def _pull_targets(
     # staged files are moved into a local store, so they are made beside it
     with tempfile.TemporaryDirectory(prefix="pull-", dir=_staging_dir(repo, b)) as tmp:
         for plan in plans.values():
-            _fetch(b, hub, plan, Path(tmp), line, base)
+            _fetch(b, hub, plan, Path(tmp), line, base, keys)
         out = []
         for rev, sha, tag in targets:
             held = b.pulled(hub.repo_id, sha)
             if held is not None:
+                if keys is not None:  # what is held is verified as a commit is
+                    _verify_held(b, hub, held, rev, keys)
                 item = Pulled(rev, sha, CommitId(held.id), held.line, held.kind, created=False)
             else:
                 item = _commit(repo, b, hub.repo_id, plans[sha], rev, line, base, by)
@@ -225,13 +254,29 @@ def _check_bases(b: Backend, hub: HubClient, plan: Plan, base: str | None) -> No
         b.find_base(named if isinstance(named, str) else None, base)
 
 
-def _fetch(b: Backend, hub: HubClient, plan: Plan, tmp: Path, line: str, base: str | None):
+def _fetch(b: Backend, hub: HubClient, plan: Plan, tmp: Path, line: str, base, keys) -> None:
     """Download the plan's files, stage them as new files under TMP, and check all of it."""
+    if keys is not None and plan.kind == "set":
+        where = f"{hub.where}@{plan.rev}"
+        why = "a set's signature is not verified on pull yet (pull its member repos instead)"
+        raise NotVerified(where, why)
     snapshot = hub.download(plan.sha, plan.rev, plan.paths(weights=True))
     plan.staged = stage(hub, snapshot, plan.paths(weights=True), tmp / plan.sha)
     if plan.kind == "set":
         plan.set_dir = stage(hub, snapshot, plan.prompts(), tmp / f"{plan.sha}.set")
     _check_plan(b, hub.repo_id, plan, line, base, tmp)
+    for member in plan.members:  # the model.sig each adapter folder came with
+        where = f"{hub.where}@{plan.rev}" + (f"/{member}" if member else "")
+        plan.verified[member] = check_staged(plan.folder(member), where, keys)
+
+
+def _verify_held(b: Backend, hub: HubClient, held, rev: str, keys: dict) -> None:
+    """A hub commit already held, pulled again with verify_signature: one of its commit's
+    signatures must verify with KEYS over its files, as `mint verify` checks them."""
+    detail = b.show(held.id)
+    files = {p: f.sha256 for p, f in detail.files.items()}
+    where = f"{hub.where}@{rev}"
+    verify_bundles([x.encode() for x in detail.signatures], files, keys, where, held.id)
 
 
 def _check_plan(b: Backend, repo_id: str, plan: Plan, line: str, base: str | None, tmp: Path):
@@ -301,7 +346,17 @@ def _commit(repo, b: Backend, repo_id: str, plan: Plan, rev, line, base, by: str
         base=base,
         provenance=_provenance(repo_id, rev, plan.sha),
     )
-    return Pulled(rev, plan.sha, r.id, r.line, "adapter", r.created, bytes_written=r.bytes_written)
+    return Pulled(
+        rev,
+        plan.sha,
+        r.id,
+        r.line,
+        "adapter",
+        r.created,
+        bytes_written=r.bytes_written,
+        signed=(plan.folder("") / SIGNATURE_FILE).is_file(),
+        verified_by=plan.verified.get(""),
+    )
 
 
 def _commit_set(repo, b: Backend, repo_id: str, plan: Plan, rev, line, base, by: str) -> Pulled:
@@ -360,6 +415,7 @@ def _commit_member(repo, b, repo_id, plan, rev, folder, base, by, recorded: list
         r.created,
         bytes_written=r.bytes_written,
         path=folder,
+        signed=(plan.folder(folder) / SIGNATURE_FILE).is_file(),
     )
 
 
