@@ -90,6 +90,10 @@ class CommitDetail:
     dataset: Dataset | None = None  # the export `meta.data` names, when it is a known one
     # model-signing bundles (Sigstore bundle JSON) the commit carries, oldest first (issue 23)
     signatures: list[str] = field(default_factory=list)
+    # the whole tensor table: how many rows and their bytes. `tensors` holds all of them, a
+    # page, or none (the registry's default answer is this summary alone, issue 24)
+    tensor_count: int = 0
+    tensor_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -75,11 +75,22 @@ def render_log(items) -> None:
 
 @click.command()
 @click.argument("rev")
+@click.option("--tensors", "all_tensors", is_flag=True, help="List every tensor.")
+@click.option(
+    "--tensors-offset",
+    type=click.IntRange(0, 2**31 - 1),
+    help="List tensors from row N (0: the first).",
+)
+@click.option("--tensors-limit", type=click.IntRange(1, 100_000), help="List at most N tensors.")
 @json_option
 @with_repo
-def show(repo, rev, as_json) -> None:
-    """Everything recorded for one commit."""
-    d = api.show(repo, rev)
+def show(repo, rev, all_tensors, tensors_offset, tensors_limit, as_json) -> None:
+    """Everything recorded for one commit. The tensor table is summarized (a count and its
+    bytes); --tensors lists it, --tensors-offset/--tensors-limit one page of it. --json has
+    every tensor unless paged."""
+    listed = all_tensors or tensors_offset is not None or tensors_limit is not None
+    wanted = "all" if listed or as_json else "summary"
+    d = api.show(repo, rev, wanted, tensors_offset or 0, tensors_limit)
     if as_json:
         return emit_json(d)
     echo(f"commit {d.id}  ({d.kind} on {d.line})")
@@ -118,8 +129,15 @@ def show(repo, rev, as_json) -> None:
         echo(safe(f"  {m.role:<8} {m.label:<10} {m.commit_id[:12]}  ({m.requested})"))
     for path, f in d.files.items():
         echo(f"  {f.sha256[:12]}  {f.size:>12,}  {safe(path)}")
-    if d.tensors:
-        echo(f"  {len(d.tensors)} tensors, {sum(t.nbytes for t in d.tensors):,} bytes")
+    count = d.tensor_count or len(d.tensors)  # a registry before issue 24 sends no count
+    nbytes = d.tensor_bytes or sum(t.nbytes for t in d.tensors)
+    if count:
+        echo(f"  {count} tensors, {nbytes:,} bytes")
+    if count and not listed:
+        echo(f"  (mint show {safe(rev)} --tensors lists them)")
+    for t in d.tensors if listed else ():
+        shape = "x".join(map(str, t.shape))
+        echo(safe(f"  {t.sha256[:12]}  {t.dtype:<5} {shape:>14} {t.nbytes:>12,}  {t.name}"))
 
 
 @click.command()

@@ -85,10 +85,14 @@ def log(repo: Repo, rev: str | None = None, n: int | None = None) -> list[Commit
         return rows.infos(conn, conn.execute(q.limit(n) if n else q))
 
 
-def show(repo: Repo, rev: str) -> CommitDetail:
-    """Everything recorded for one commit, with the dataset its `data` meta names, if known."""
+def show(
+    repo: Repo, rev: str, tensors: str = "all", offset: int = 0, limit: int | None = None
+) -> CommitDetail:
+    """Everything recorded for one commit, with the dataset its `data` meta names, if known.
+    TENSORS "all" gives its tensor table (a page of it: from OFFSET, at most LIMIT rows),
+    "summary" only the table's count and bytes (`tensor_count`, `tensor_bytes`)."""
     with repo.db.read() as conn:
-        detail = rows.detail(conn, resolve(conn, rev).id)
+        detail = rows.detail(conn, resolve(conn, rev).id, tensors, offset, limit)
         data = detail.meta.get("data")
         if isinstance(data, str) and data:
             detail = dataclasses.replace(detail, dataset=known_dataset(conn, data))

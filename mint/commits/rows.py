@@ -246,15 +246,20 @@ def files_of(conn: Connection, cid: str) -> dict[str, FileEntry]:
     return {r.path: FileEntry(r.blob_id, r.size) for r in conn.execute(q.order_by(s.files.c.path))}
 
 
-def tensors_of(conn: Connection, cid: str) -> list[TensorEntry]:
-    """The commit's tensor index, by file and name. Hundreds of rows: they are fetched at once
-    and their shapes parsed as one JSON document, not one JSON value per row."""
+def tensors_of(
+    conn: Connection, cid: str, offset: int = 0, limit: int | None = None
+) -> list[TensorEntry]:
+    """The commit's tensor index, by file and name (from OFFSET, at most LIMIT rows). Hundreds
+    of rows: they are fetched at once and their shapes parsed as one JSON document, not one
+    JSON value per row."""
     t = s.tensors.c
     q = (
         sa.select(t.name, t.dtype, sa.cast(t.shape, sa.Text), t.sha256, t.nbytes, t.file, t.offset)
         .where(t.commit_id == cid)
         .order_by(t.file, t.name)
     )
+    if offset or limit is not None:
+        q = q.offset(offset).limit(limit)
     found = conn.execute(q).all()
     shapes = json.loads("[" + ",".join(r[2] for r in found) + "]")
     return [
@@ -277,8 +282,26 @@ def tags_of(conn: Connection, cid: str) -> list[str]:
     return sorted(f"{r.line}@{r.name}" for r in conn.execute(q) if r.kind == RefKind.TAG)
 
 
-def detail(conn: Connection, cid: str) -> CommitDetail:
+def tensor_totals(conn: Connection, cid: str) -> tuple[int, int]:
+    """(rows, bytes) of the commit's tensor index, counted by the database."""
+    t = s.tensors.c
+    q = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(t.nbytes), 0))
+    count, nbytes = conn.execute(q.where(t.commit_id == cid)).one()
+    return int(count), int(nbytes)
+
+
+def detail(
+    conn: Connection, cid: str, tensors: str = "all", offset: int = 0, limit: int | None = None
+) -> CommitDetail:
+    """Everything recorded for commit CID. TENSORS "all": its whole tensor table (a page of it
+    from OFFSET, with LIMIT); "summary": none, only their count and bytes."""
     row = commit_row(conn, cid)
+    if tensors == "all" and not offset and limit is None:
+        table = tensors_of(conn, cid)
+        count, nbytes = len(table), sum(t.nbytes for t in table)
+    else:
+        count, nbytes = tensor_totals(conn, cid)
+        table = tensors_of(conn, cid, offset, limit) if tensors == "all" and count else []
     return CommitDetail(
         id=CommitId(row.id),
         kind=Kind(row.kind),
@@ -291,13 +314,15 @@ def detail(conn: Connection, cid: str) -> CommitDetail:
         base=row.base,
         base_fingerprint=row.base_fingerprint,
         files=files_of(conn, cid),
-        tensors=tensors_of(conn, cid),
+        tensors=table,
         peft=row.peft,
         config=row.config,
         provenance=row.provenance or {},
         tags=tags_of(conn, cid),
         members=members_of(conn, cid),
         signatures=signatures_of(conn, cid),
+        tensor_count=count,
+        tensor_bytes=nbytes,
     )
 
 

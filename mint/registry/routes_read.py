@@ -3,9 +3,10 @@ its result as JSON."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
 from pydantic import StringConstraints
 
 from mint import api, objects
@@ -105,10 +106,40 @@ def pulled(
     return answer(found)
 
 
+TensorsQuery = Annotated[
+    Literal["summary", "all"] | None,
+    Query(
+        description="summary (the default): the tensor table's count and bytes, no rows; all:"
+        " its rows (a page with tensors_offset and tensors_limit)"
+    ),
+]
+TensorsOffset = Annotated[
+    int | None, Query(ge=0, le=2**31 - 1, description="the page's first row (from 0)")
+]
+TensorsLimit = Annotated[
+    int | None, Query(ge=1, le=100_000, description="at most this many tensor rows")
+]
+
+
 @router.get("/commits/{rev:path}", response_model=model_of(objects.CommitDetail))
-def show(repo: RepoDep, who: Reader, rev: Rev) -> MintJSON:
+def show(
+    repo: RepoDep,
+    who: Reader,
+    rev: Rev,
+    tensors: TensorsQuery = None,
+    tensors_offset: TensorsOffset = None,
+    tensors_limit: TensorsLimit = None,
+) -> MintJSON:
+    """One commit. Its tensor table (hundreds of rows for an adapter) is summarized unless
+    asked for: `tensor_count` and `tensor_bytes` always, the rows with ?tensors=all."""
+    paged = tensors_offset is not None or tensors_limit is not None
+    if tensors == "summary" and paged:
+        raise RequestValidationError(
+            [{"loc": ("query", "tensors"), "msg": "a summary has no page: use tensors=all"}]
+        )
     check_rev(repo, who, rev)
-    return answer(api.show(repo, rev))
+    wanted = tensors or ("all" if paged else "summary")
+    return answer(api.show(repo, rev, wanted, tensors_offset or 0, tensors_limit))
 
 
 @router.get("/diff", response_model=model_of(objects.Diff))

@@ -47,9 +47,14 @@ def search(
     return decode_list(CommitInfo, repo.client.get("/search", **query, n=n))
 
 
-def show(repo: RemoteRepo, rev: str) -> CommitDetail:
-    """Everything recorded for one commit."""
-    return decode(CommitDetail, repo.client.get(f"/commits/{segment(rev)}"))
+def show(
+    repo: RemoteRepo, rev: str, tensors: str = "all", offset: int = 0, limit: int | None = None
+) -> CommitDetail:
+    """Everything recorded for one commit; TENSORS "all" (a page: OFFSET, LIMIT) or
+    "summary" (the registry's default: the table's count and bytes, no rows)."""
+    page = {"tensors_offset": offset or None, "tensors_limit": limit}
+    found = repo.client.get(f"/commits/{segment(rev)}", tensors=tensors, **page)
+    return decode(CommitDetail, found)
 
 
 def pulled(repo: RemoteRepo, repo_id: str, sha: str, path: str | None = None) -> CommitInfo | None:
