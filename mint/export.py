@@ -1,12 +1,13 @@
-"""What an export writes for vLLM beside the PEFT folders (the export itself, from a local
-repository or a registry, is `mint.porcelain.files.export`)."""
+"""What an export writes beside the PEFT folders: a signed commit's model.sig, and for vLLM its
+files (the export itself, from a local repository or a registry, is
+`mint.porcelain.files.export`)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mint.ids import Kind
@@ -22,6 +23,7 @@ class ExportResult:
     path: str
     adapters: dict[str, str]  # name -> folder
     files: list[str]  # extra files written for the format
+    signatures: list[str] = field(default_factory=list)  # the model.sig files written
 
 
 def write_vllm_files(detail, dest: Path, adapters: dict[str, str], ranks: list[int]) -> list[str]:

@@ -24,7 +24,7 @@ from mint.signing.bundle import read as read_bundle_bytes
 
 from conftest import Result, one_line_error, refused, snapshot
 from support.registry import create_token, running_registry
-from support.signing import generate, model_signing_cli
+from support.signing import generate, model_signing_cli, verified_by_model_signing
 
 WEIGHTS = "adapter_model.safetensors"
 
@@ -433,3 +433,49 @@ def test_reading_anything_but_a_bundle_is_one_error(data):
     except InvalidSignature as exc:
         assert "\n" not in str(exc)
 
+
+# --- a configured default key, and an export's model.sig ---------------------------------
+
+
+def test_a_configured_default_key_signs_when_sign_is_given_no_path(
+    repo, mint, models, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    alice = generate(mint, tmp_path / "alice")
+    assert mint("key", "add", "alice", alice["public_key"]).code == 0
+    commit = ("commit", "chat", models["a1"], "-m", "one", "--sign")
+    refused(mint, repo, commit, "no default is set: mint config set signing.key PATH")
+    one_line_error(mint("config", "set", "signing.key", alice["public_key"]), "a public key")
+    one_line_error(mint("config", "set", "signing.colour", "x"), "no setting named")
+    assert mint("config", "get", "signing.key").code == 1  # not set
+    assert mint("config", "set", "signing.key", alice["private_key"]).code == 0
+    kept = tmp_path / "config" / "mint" / "config.json"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert json.loads(kept.read_text()) == {"signing.key": alice["private_key"]}  # a path only
+    assert mint("config", "get", "signing.key").out.strip() == alice["private_key"]
+
+    r = mint(*commit)
+    assert r.code == 0, r
+    assert "commit signed by alice" in mint("verify", "chat").out
+    other = generate(mint, tmp_path / "other")  # a path given still wins over the default
+    r = mint("commit", "chat", models["a2"], "-m", "two", "--sign", other["private_key"])
+    assert r.code == 0, r
+    one_line_error(mint("verify", "chat"), "not trusted here")
+    assert mint("config", "unset", "signing.key").code == 0
+    refused(mint, repo, commit, "no default is set")
+
+
+def test_an_export_of_a_signed_commit_writes_its_model_sig(repo, mint, signed, models, tmp_path):
+    out = tmp_path / "peft"
+    r = mint("export", "chat", out, "--json")
+    assert r.code == 0, r
+    assert r.json()["signatures"] == ["model.sig"]
+    assert (out / "model.sig").read_text() == api.show(repo, "chat").signatures[0]
+    assert verified_by_model_signing(out, signed["public_key"]).returncode == 0
+    assert mint("export", "chat", tmp_path / "vllm", "--format", "vllm").code == 0
+    assert (tmp_path / "vllm" / "model.sig").read_text() == (out / "model.sig").read_text()
+
+    assert mint("commit", "plain", models["a2"], "-m", "unsigned").code == 0
+    assert mint("export", "plain", tmp_path / "plain").code == 0
+    assert not (tmp_path / "plain" / "model.sig").exists()

@@ -66,7 +66,8 @@ def export(repo, rev: str, fmt: str, dest: str | os.PathLike, progress: Progress
     bytes reported to PROGRESS as `checkout` does.
 
     `vllm` adds lora-modules.json for `--lora-modules`, router.json with the labels for
-    structured `choice` decoding, and serve-vllm.sh with the command line."""
+    structured `choice` decoding, and serve-vllm.sh with the command line. A signed commit's
+    model.sig is written beside its files, as `checkout` writes it."""
     from mint.export import FORMATS, ExportResult, write_vllm_files
 
     if fmt not in FORMATS:
@@ -75,7 +76,8 @@ def export(repo, rev: str, fmt: str, dest: str | os.PathLike, progress: Progress
     dest = empty_destination(dest)
     detail = b.show(rev)
     items, members = layout(b, detail)
-    write_layout(b, items, [detail, *members], dest, progress)
+    signed = signature_items(detail, members)  # a signed commit's model.sig, as a checkout's
+    write_layout(b, items + signed, [detail, *members], dest, progress)
     if detail.kind == Kind.SET:
         folders = [member_folder(m) for m in detail.members]
         adapters = {f: str((dest / f).resolve()) for f in folders}
@@ -84,7 +86,7 @@ def export(repo, rev: str, fmt: str, dest: str | os.PathLike, progress: Progress
         adapters = {detail.line: str(dest.resolve())}
         ranks = [detail.peft["r"]]
     extra = write_vllm_files(detail, dest, adapters, ranks) if fmt == "vllm" else []
-    return ExportResult(detail.id, fmt, str(dest), adapters, extra)
+    return ExportResult(detail.id, fmt, str(dest), adapters, extra, [p for p, _ in signed])
 
 
 def set_spec(repo, rev: str) -> SetSpec:
