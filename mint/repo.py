@@ -15,10 +15,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mint.db import Database, sqlite_url
 from mint.errors import InvalidConfig, RepoExists, RepoNotFound
 from mint.store import LocalObjectStore, ObjectStore
+
+if TYPE_CHECKING:  # the database layer loads when a repository is opened, not before
+    from mint.db import Database
 
 DIRNAME = ".mint"
 CONFIG = "config.json"
@@ -53,6 +56,8 @@ def init(
     if not created:
         config = _check_same(mint_dir, public_url, store)
     objects = open_store(mint_dir, config)
+    from mint.db import Database, sqlite_url
+
     db = Database(db_url or sqlite_url(mint_dir / "mint.db"))
     if created and db_url:
         db.check_reachable()  # before anything is written: a wrong URL leaves no .mint/
@@ -103,6 +108,8 @@ def open_repo(path: str | os.PathLike | None = None, *, check_schema: bool = Tru
     mint_dir = root / DIRNAME
     config = _read_config(mint_dir)
     url = config.get("db")
+    from mint.db import Database, sqlite_url
+
     db = Database(_with_password(url, mint_dir) if url else sqlite_url(mint_dir / "mint.db"))
     if check_schema:
         db.check_schema()

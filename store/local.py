@@ -16,9 +16,8 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from mint.store.base import (
     CHUNK,
@@ -30,6 +29,9 @@ from mint.store.base import (
     start_writeback,
 )
 from mint.store.errors import BlobChanged, BlobCorrupt, BlobMissing
+
+if TYPE_CHECKING:  # the thread pool is imported when a large file is written
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 WRITEBACK_EVERY = 8 * 1024 * 1024
@@ -76,6 +78,22 @@ class LocalObjectStore:
                     return PutResult(actual, kept, False)
             return self._publish(temp, actual, size)
 
+    def stage(self, path: str | os.PathLike, *, observer: ChunkObserver | None = None) -> Staged:
+        """`put` in two halves: copy and hash the file at PATH into a temp file, synced to
+        disk, now (OBSERVER sees the bytes, and may refuse them in `done`); publish it, or drop
+        it, later (`Staged.publish`, `Staged.discard`). What a commit started before its
+        checks are over uses: nothing is in the store until they passed."""
+        temp = _Temp(self.tmp)
+        try:
+            actual, size = temp.write(_read_chunks(path), observer)
+            if observer is not None:
+                observer.done(actual, size)
+            os.fsync(temp.fd)
+        except BaseException:
+            temp.__exit__()
+            raise
+        return Staged(self, temp, actual, size)
+
     def put_bytes(self, data: bytes) -> PutResult:
         """Store DATA (see ObjectStore.put)."""
         blob_id = BlobId(hashlib.sha256(data).hexdigest())
@@ -97,11 +115,12 @@ class LocalObjectStore:
         except FileNotFoundError:  # BlobMissing too: gone, perhaps just now
             return None
 
-    def _publish(self, temp: _Temp, blob_id: BlobId, size: int) -> PutResult:
+    def _publish(self, temp: _Temp, blob_id: BlobId, size: int, synced: bool = False) -> PutResult:
         """Rename a verified temp file into place; it replaces a corrupt copy, if any."""
         final = self._path(blob_id)
         final.parent.mkdir(parents=True, exist_ok=True)
-        os.fsync(temp.fd)  # here, not while writing: a temp that is dropped is never synced
+        if not synced:  # here, not while writing: a temp that is dropped is never synced
+            os.fsync(temp.fd)
         os.fchmod(temp.fd, READ_ONLY)
         _set_mtime_now(temp.fd)
         os.replace(temp.path, final)
@@ -210,6 +229,37 @@ class LocalObjectStore:
             os.close(fd)
 
 
+class Staged:
+    """A blob copied, hashed and synced into a temp file of STORE (`LocalObjectStore.stage`),
+    not yet in the store: `publish` renames it into place, `discard` removes it. A process
+    that dies in between leaves a temp file that gc removes."""
+
+    def __init__(self, store: LocalObjectStore, temp: _Temp, blob_id: BlobId, size: int):
+        self.store, self.temp, self.id, self.size = store, temp, blob_id, size
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Staged({self.id[:12]}, {self.size})"
+
+    def publish(self) -> PutResult:
+        """Into the store (a good copy already there is kept, and this one dropped)."""
+        if self.closed:
+            raise ValueError("a staged blob is published or discarded once")
+        try:
+            kept = self.store._keep_existing(self.id)
+            if kept is not None:
+                return PutResult(self.id, kept, False)
+            return self.store._publish(self.temp, self.id, self.size, synced=True)
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Drop the temp file (nothing, once published)."""
+        if not self.closed:
+            self.closed = True
+            self.temp.__exit__()
+
+
 class _Temp:
     """A new temp file, locked by its writer until it is published or removed.
 
@@ -280,6 +330,8 @@ class _WriteBehind:
             self._write(chunk, offset)
             return
         if self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self.pool = ThreadPoolExecutor(1, thread_name_prefix="mint-store-write")
         self.pending.append(self.pool.submit(self._write, chunk, offset))
         if len(self.pending) > self.depth:

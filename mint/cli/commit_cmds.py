@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from mint import api
@@ -32,21 +34,43 @@ from mint.cli.key_cmds import password_from, password_option
 @sign_option("Sign the commit (model-signing format) with this private key.")
 @password_option
 @json_option
-@with_repo
-def commit(repo, line, directory, message, meta, base_name, sign_key, password_env, as_json):
+@click.pass_obj
+def commit(ctx, line, directory, message, meta, base_name, sign_key, password_env, as_json):
     """Record the PEFT adapter folder DIRECTORY as a new commit on LINE (a model.sig in it is
     kept as the commit's signature)."""
-    r = api.commit(
-        repo,
-        line,
-        directory,
-        message,
-        author=current_user(),
-        meta=parse_pairs(meta, "--meta"),
-        base=base_name,
-        sign=sign_key_from(sign_key),  # given no path: the configured signing.key
-        sign_password=password_from(password_env),
-    )
+    pairs, password = parse_pairs(meta, "--meta"), password_from(password_env)
+    sign_key = sign_key_from(sign_key)  # given no path: the configured signing.key
+    r = None
+    if sign_key is None and not ctx.is_remote:
+        # Before the database layer loads (mint.commits.early): an unchanged folder is
+        # answered from the stat cache, and a changed one starts copying into the store.
+        from mint.commits import early
+
+        texts = (message, *(f"{k}={v}" for k, v in pairs.items()))
+        head = early.unchanged(ctx.path, directory, line, base_name, texts)
+        if head is not None and not as_json:  # mint.objects is not even imported
+            return echo(f"nothing to commit: {directory} is identical to {line} ({short(head)})")
+        if head is not None:
+            from mint.objects import CommitResult
+
+            r = CommitResult(head, line, [], created=False)
+        else:
+            early.start(ctx.path, directory)
+    try:
+        r = r or api.commit(
+            ctx.repo(),
+            line,
+            directory,
+            message,
+            author=current_user(),
+            meta=pairs,
+            base=base_name,
+            sign=sign_key,
+            sign_password=password,
+        )
+    finally:
+        if "mint.commits.early" in sys.modules:  # what the commit did not claim is dropped
+            sys.modules["mint.commits.early"].stop()
     if as_json:
         return emit_json(r)
     if not r.created:

@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 
 from mint import schema as s
 from mint.commits.indexes import index_commit
+from mint.commits.trees import tree_of as tree_of  # where a commit's content id is made
 from mint.errors import RevisionNotFound
 from mint.ids import CommitId, Kind, RefKind, Role, iso, object_id, utcnow
 from mint.objects import CommitDetail, CommitInfo, FileEntry, Member, TensorEntry
@@ -97,19 +98,6 @@ def build_commit(
         config=config,
         tensors=list(tensors),
         members=list(members),
-    )
-
-
-def tree_of(
-    files: dict[str, FileEntry], base_fingerprint: str | None, members: list[Member] = ()
-) -> str:
-    """The id of a commit's content: its files, its base and its members."""
-    return object_id(
-        {
-            "files": {p: [f.sha256, f.size] for p, f in sorted(files.items())},
-            "base": base_fingerprint,
-            "members": sorted([m.role, m.label, m.commit_id] for m in members),
-        }
     )
 
 
