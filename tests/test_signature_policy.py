@@ -13,6 +13,7 @@ import pytest
 from mint import api
 from mint.cli import run_in_process
 from mint.errors import InvalidConfig, NotVerified
+from mint.runtime.signatures import SignatureGuard
 from mint.vllm.adapters import AdapterSource
 
 from conftest import Result, one_line_error, refused, snapshot
@@ -157,6 +158,34 @@ def test_a_set_passes_the_gate_only_when_every_member_is_signed(repo, mint, mode
     assert mint(*promote).code == 0
     row = signature_row(mint("gate", ids["set"], "--to", "production", "--json").json())
     assert row["ok"] and "signed by alice" in row["found"]
+
+
+def test_a_set_signed_by_a_named_key_passes_though_its_members_carry_another(
+    repo, mint, models, tmp_path
+):
+    """The set's own signature (over its members' signatures and its mol.toml, which pins
+    each member's id) vouches for them: the gate and `mint serve --require-signed`'s guard
+    take it when KEYS names its signer, though bob signed the members."""
+    ids = build_set(repo, models, tmp_path)
+    private = keys(repo, tmp_path, "alice", "bob")
+    for line, folder in (("router", "a1"), ("chat", "a2"), ("coding", "a3"), ("summary", "a2")):
+        api.commit(repo, line, models[folder], line, author=USER, sign=private["bob"])
+    assert mint("contract", "add", contract(tmp_path, SIGNED_PROD)).code == 0
+    assert mint("eval", ids["set"], "--contract", "prod", "--metric", "acc=0.9").code == 0
+    promote = ("promote", ids["set"], "--to", "production")
+    line = one_line_error(mint(*promote), "it is signed by bob, not by alice", EXIT_GATE)
+    assert re.search(r"member \w+ \([0-9a-f]{12}\)", line), line
+    guard = SignatureGuard(repo, ["alice"])
+    with pytest.raises(NotVerified, match="not by alice"):
+        guard.check(ids["set"])
+    mol = ids["folder"] / "mol.toml"
+    r = mint("set", "commit", mol, "-m", "first", "--sign", private["alice"])
+    assert r.code == 0, r
+    assert api.resolve(repo, "macaron") == ids["set"]  # the unchanged head, signed
+    assert guard.check("macaron") == ids["set"]
+    assert mint(*promote).code == 0
+    row = signature_row(mint("gate", ids["set"], "--to", "production", "--json").json())
+    assert (row["found"], row["ok"]) == ("signed by alice", True)
 
 
 def test_the_gate_refuses_through_a_registry(repo, models, tmp_path, monkeypatch):
