@@ -30,6 +30,7 @@ from mint.ids import Kind, as_utc, iso, utcnow
 from mint.objects import FsckReport, GcPlan
 from mint.received import CLOCK_SKEW
 from mint.repo import Repo
+from mint.sets import pack
 from mint.sets.bound import check_bound
 from mint.store import BlobCorrupt, BlobMissing, ObjectStore
 
@@ -71,10 +72,11 @@ def fsck(repo: Repo) -> FsckReport:
         stored.add(blob_id)
     with repo.db.read() as conn:  # after the blobs: a commit made meanwhile has its blobs
         live = live_blobs(conn)
+        packs = pack.recorded_packs(conn)  # a set's pack: referred to, rebuilt when missing
     for blob_id in sorted(live - stored):
         if not repo.store.has(blob_id):
             problems.append(f"missing blob {blob_id}, referred to by a commit")
-    return FsckReport(len(stored), len(commits), problems, sorted(stored - live))
+    return FsckReport(len(stored), len(commits), problems, sorted(stored - live - packs))
 
 
 def _dangling_refs(conn, commits: set[str]) -> list[str]:
@@ -178,7 +180,7 @@ def plan_gc(repo: Repo, *, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> tupl
         raise InvalidConfig("the grace period must be 0 seconds or more")
     cutoff = time.time() - grace_seconds  # before the live set is read: see execute_gc
     with repo.db.read() as conn:
-        live = live_blobs(conn)
+        live = live_blobs(conn) | pack.live_packs(conn)  # a pack: while a ref names its set
     doomed: dict[str, int] = {}
     graced: dict[str, tuple[float, int]] = {}  # unreferenced but young: (mtime, size)
     for blob_id, mtime, size in _unreferenced(repo.store, live):
@@ -234,10 +236,13 @@ def execute_gc(repo: Repo, plan: GcPlan, cutoff: float) -> GcPlan:
         crash_point("gc.before-delete")
         with repo.db.write() as conn:  # held while the blob goes: see Database.guard_blobs
             repo.db.guard_blobs(conn, exclusive=True)
-            if is_live(conn, blob_id) or not _older_than(repo.store, blob_id, cutoff):
+            if is_live(conn, blob_id) or pack.live_packs(conn, [blob_id]):
+                continue
+            if not _older_than(repo.store, blob_id, cutoff):
                 continue
             size = _size(repo.store, blob_id)
             possession.forget(conn, [blob_id])  # a grant is of stored bytes: it goes too
+            pack.forget(conn, [blob_id])  # so is the record of a set's pack
             repo.store.delete(blob_id)
         deleted.append(blob_id)
         freed += size
@@ -265,10 +270,11 @@ def _execute_batches(repo: Repo, blobs: list[str], cutoff: float) -> tuple[list[
             crash_point("gc.before-delete")
             with repo.db.write() as conn:  # held while the batch goes: see execute_gc
                 repo.db.guard_blobs(conn, exclusive=True)
-                dead = set(batch) - _live_among(conn, batch)
+                dead = set(batch) - _live_among(conn, batch) - pack.live_packs(conn, batch)
                 old = pool.map(lambda b: _older_than(repo.store, b, cutoff), sorted(dead))
                 going = [b for b, is_old in zip(sorted(dead), old) if is_old]
                 possession.forget(conn, going)
+                pack.forget(conn, going)
                 repo.store.delete_many(going)
             deleted += going
             freed += sum(sizes[b] for b in going)

@@ -28,6 +28,7 @@ from mint.bases import fingerprint_path
 from mint.errors import BaseFolderMismatch
 from mint.objects import AdapterFiles
 from mint.runtime.errors import AdapterLoadError
+from mint.runtime.inject import FastLora
 
 _SKELETON_NAME = "mintcheck"
 
@@ -73,6 +74,7 @@ class PreparedAdapter:
     name: str
     config: Any  # peft.PeftConfig
     state: dict = field(repr=False)
+    owned: bool = False  # the tensors own their memory (else they are views of a mapped file)
 
 
 def _check_tensors(commit_id: str, state: dict) -> None:
@@ -138,6 +140,8 @@ class SharedBase:
         self._lock = threading.RLock()  # guards the model and the adapter table
         self._layers = _layer_shapes(model)  # taken before peft wraps any layer
         self.loads = 0  # adapters read from their files (`prepare`), for the CPU tier's sake
+        self._fast = FastLora()  # plain LoRAs added without peft's model-wide walks
+        self.fast_lora = True  # False: every adapter through peft's API (a reference path)
 
     @classmethod
     def load(cls, path: str | Path) -> SharedBase:
@@ -154,14 +158,20 @@ class SharedBase:
 
     def prepare(self, files: AdapterFiles) -> PreparedAdapter:
         """Read one adapter's weights and check that they load fully onto this base."""
+        return self.prepare_state(files, read_weights(files.weights, files.commit_id))
+
+    def prepare_state(
+        self, files: AdapterFiles, state: dict, *, owned: bool = False
+    ) -> PreparedAdapter:
+        """Check tensors already read (from a set's pack, say) against this base, as `prepare`
+        checks a file's; OWNED: they are the adapter's own memory, not views of a file."""
         name = adapter_name(files.commit_id)
         self.loads += 1
         config = peft_config_from_dict(files.config, files.commit_id)
-        state = read_weights(files.weights, files.commit_id)
         _check_tensors(files.commit_id, state)
         if not self._check_lora_shapes(files.commit_id, config, state):
             self._check_on_skeleton(files.commit_id, config, state)
-        return PreparedAdapter(files.commit_id, name, config, state)
+        return PreparedAdapter(files.commit_id, name, config, state, owned)
 
     def _check_lora_shapes(self, commit_id: str, config: Any, state: dict) -> bool:
         """Exact-fit check of a plain LoRA against the base's layer shapes, building nothing.
@@ -289,6 +299,15 @@ class SharedBase:
     def _inject(self, adapter: PreparedAdapter) -> None:
         from peft import PeftModel, set_peft_model_state_dict
 
+        if (
+            self._peft is not None
+            and self.fast_lora
+            and self._fast.add(
+                self._peft, adapter.name, adapter.config, adapter.state, adapter.owned
+            )
+        ):
+            return  # a plain LoRA on layers peft wrapped already (see `inject`)
+        self._fast.forget_layers()  # peft's API may wrap more layers
         if self._peft is None:
             self._peft = PeftModel(self._raw, adapter.config, adapter_name=adapter.name)
         else:

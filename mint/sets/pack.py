@@ -1,0 +1,276 @@
+"""A set's pack: every member's tensors in one content-addressed blob, so that staging a set
+from cold is one read of one file (issue 24; MinT's packed loading).
+
+A pack is a cache. It is built at a set's first stage from the members' weights blobs, each
+verified as it is read (a pack is never built from bytes that do not hash to their blob id), kept
+in the object store like every blob (its id is the sha256 of its bytes) and named in `set_packs`.
+Reading a pack hashes the bytes it read: a pack that does not match its id is refused, removed,
+and rebuilt from the members, with a log line. gc keeps a pack while a ref (a line's head, a tag,
+a channel, a remote-tracking ref) names its set (`live_packs`); an older version's pack goes, and
+is rebuilt if that version is staged again.
+
+Layout: MAGIC (8 bytes), the header's length N (8 bytes, little-endian), the header (canonical
+JSON, N bytes), zero padding up to a multiple of ALIGN, then the data. The header:
+
+    {"format": 1, "set": SET_ID, "members": [
+        {"commit": ID, "blob": WEIGHTS_BLOB_ID, "offset": O, "length": L, "tensors": [
+            {"name": N, "dtype": "F32", "shape": [..], "offset": O, "length": L, "sha256": H}]}]}
+
+Offsets are relative to the data's start. A member's tensors lie together (one slice of the
+data holds them all, `offset`/`length` of the member), each starting at a multiple of ALIGN.
+Nothing here imports a framework: the runtime turns the slices into tensors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.commits.adapter import WEIGHTS
+from mint.commits.safetensors import MAX_HEADER, parse_header
+from mint.errors import InvalidAdapter, InvalidObject, WrongKind
+from mint.ids import Kind, canonical_json, utcnow
+from mint.repo import Repo
+from mint.store import BlobCorrupt, BlobMissing
+
+log = logging.getLogger("mint.packs")
+
+MAGIC = b"mintpak1"
+FORMAT = 1
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A verified pack in memory: its id, header, and its data (the bytes after the header)."""
+
+    id: str
+    header: dict
+    data: memoryview  # the tensors' bytes; offsets in the header are relative to its start
+    rebuilt: bool = False  # built (or rebuilt) by this read rather than read from the store
+
+    def members(self) -> dict[str, dict]:
+        """Member commit id -> its entry (blob, offset, length, tensors)."""
+        return {m["commit"]: m for m in self.header["members"]}
+
+    def weights_blobs(self) -> set[str]:
+        """The weights blobs whose bytes this pack holds (verified when it was built)."""
+        return {m["blob"] for m in self.header["members"]}
+
+
+# --- which set, which members ----------------------------------------------------
+
+
+def members_of(conn, set_id: str) -> list[tuple[str, str]]:
+    """(member commit id, weights blob id) of each distinct member of a set commit, by id."""
+    kind = conn.execute(sa.select(s.commits.c.kind).where(s.commits.c.id == set_id)).scalar()
+    if kind != Kind.SET:
+        raise WrongKind(f"{set_id[:12]} is not a set commit: only a set has a pack")
+    m, f = s.set_members.c, s.files.c
+    q = (
+        sa.select(m.member_id, f.blob_id)
+        .select_from(
+            s.set_members.outerjoin(
+                s.files, sa.and_(f.commit_id == m.member_id, f.path == WEIGHTS)
+            )
+        )
+        .where(m.commit_id == set_id)
+        .distinct()
+        .order_by(m.member_id)
+    )
+    rows = [(r.member_id, r.blob_id) for r in conn.execute(q)]
+    for member, blob in rows:
+        if blob is None:
+            raise InvalidAdapter(member, f"commit records no {WEIGHTS}: it cannot be packed")
+    return rows
+
+
+def pack_of(conn, set_id: str) -> str | None:
+    """The pack blob recorded for a set commit, if any."""
+    q = sa.select(s.set_packs.c.pack_id).where(s.set_packs.c.set_id == set_id)
+    return conn.execute(q).scalar()
+
+
+# --- building --------------------------------------------------------------------
+
+
+def build(store, set_id: str, members: list[tuple[str, str]]) -> bytes:
+    """A pack's bytes, from each member's weights blob read whole and verified against its id
+    (BlobCorrupt, BlobMissing); each tensor's digest is taken from those same bytes."""
+    entries, chunks, cursor = [], [], 0
+    for commit_id, blob_id in members:
+        raw = _read_verified(store, blob_id)
+        header = _safetensors_header(raw, blob_id)
+        start, tensors = cursor, []
+        for span in header.tensors:
+            gap = -cursor % ALIGN
+            if gap:
+                chunks.append(bytes(gap))
+                cursor += gap
+            piece = raw[span.start : span.end]
+            chunks.append(piece)
+            tensors.append(
+                {
+                    "name": span.name,
+                    "dtype": span.dtype,
+                    "shape": list(span.shape),
+                    "offset": cursor,
+                    "length": span.nbytes,
+                    "sha256": hashlib.sha256(piece).hexdigest(),
+                }
+            )
+            cursor += span.nbytes
+        entry = {"commit": commit_id, "blob": blob_id, "offset": start, "length": cursor - start}
+        entries.append({**entry, "tensors": tensors})
+        gap = -cursor % ALIGN
+        chunks.append(bytes(gap))
+        cursor += gap
+    head = canonical_json({"format": FORMAT, "set": set_id, "members": entries})
+    prefix = MAGIC + struct.pack("<Q", len(head)) + head
+    return b"".join([prefix, bytes(-len(prefix) % ALIGN), *chunks])
+
+
+def _read_verified(store, blob_id: str) -> memoryview:
+    """A blob's bytes in one read, refused unless they hash to its id."""
+    data = read_whole(store.local_path(blob_id))
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != blob_id:
+        raise BlobCorrupt(blob_id, actual)
+    return memoryview(data)
+
+
+def _safetensors_header(raw: memoryview, blob_id: str):
+    if len(raw) < 8:
+        raise InvalidObject(f"weights blob {blob_id[:12]} is too short to be safetensors")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if n > MAX_HEADER or 8 + n > len(raw):
+        raise InvalidObject(f"weights blob {blob_id[:12]} has a malformed safetensors header")
+    return parse_header(bytes(raw[: 8 + n]), len(raw), f"blob {blob_id[:12]}")
+
+
+def read_whole(path: str | Path) -> bytearray:
+    """A file's bytes in one buffer, read with as few system calls as the kernel allows."""
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        buf = bytearray(size)
+        view, got = memoryview(buf), 0
+        while got < size:
+            n = f.readinto(view[got:])
+            if not n:
+                raise BlobCorrupt(Path(path).name, "a file that shrank while it was read")
+            got += n
+    return buf
+
+
+# --- reading ---------------------------------------------------------------------
+
+
+def read(repo: Repo, set_id: str) -> Pack:
+    """The set's pack, verified: read in one read and hashed; built (or rebuilt, when the stored
+    one is missing or corrupt) from the members' verified blobs and recorded."""
+    with repo.db.read() as conn:
+        members = members_of(conn, set_id)
+        pack_id = pack_of(conn, set_id)
+    if pack_id is not None:
+        try:
+            buf = read_whole(repo.store.local_path(pack_id))
+        except (BlobMissing, FileNotFoundError):
+            buf = None
+        if buf is not None:
+            actual = hashlib.sha256(buf).hexdigest()
+            if actual == pack_id:
+                return _parse(pack_id, buf, set_id)
+            log.warning(
+                "pack %s of set %s is corrupt (its bytes hash to %s): removed, rebuilding it "
+                "from the set's members",
+                pack_id[:12],
+                set_id[:12],
+                actual[:12],
+            )
+            repo.store.delete(pack_id)
+    data = build(repo.store, set_id, members)
+    pack_id = record(repo, set_id, data)
+    return _parse(pack_id, bytearray(data), set_id, rebuilt=True)
+
+
+def record(repo: Repo, set_id: str, data: bytes) -> str:
+    """Store a pack's bytes and name it as the set's pack (replacing another). Returns its id."""
+    put = repo.store.put_bytes(data)
+    with repo.db.write() as conn:
+        repo.db.guard_blobs(conn, exclusive=False)  # gc deletes nothing while we record
+        if not repo.store.has(put.id):  # gc took it between the put and the lock
+            repo.store.put_bytes(data)
+        conn.execute(s.set_packs.delete().where(s.set_packs.c.set_id == set_id))
+        conn.execute(
+            s.set_packs.insert().values(
+                set_id=set_id, pack_id=put.id, size=len(data), built_at=utcnow()
+            )
+        )
+    return put.id
+
+
+def _parse(pack_id: str, buf: bytearray, set_id: str, rebuilt: bool = False) -> Pack:
+    """The header and data of verified bytes; a pack of another format or set is refused."""
+    view = memoryview(buf)
+    bad = InvalidObject(f"pack {pack_id[:12]} is not a pack of set {set_id[:12]}")
+    if len(view) < 16 or bytes(view[:8]) != MAGIC:
+        raise bad
+    (n,) = struct.unpack("<Q", view[8:16])
+    if 16 + n > len(view):
+        raise bad
+    try:
+        header = json.loads(bytes(view[16 : 16 + n]))
+    except ValueError:
+        raise bad from None
+    if (
+        not isinstance(header, dict)
+        or header.get("format") != FORMAT
+        or header.get("set") != set_id
+    ):
+        raise bad
+    start = 16 + n + (-(16 + n) % ALIGN)
+    data = view[start:]
+    for m in header["members"]:
+        if m["offset"] + m["length"] > len(data):
+            raise bad
+    return Pack(pack_id, header, data, rebuilt)
+
+
+# --- what gc keeps ---------------------------------------------------------------
+
+
+def _named_sets():
+    """The commits some ref names: line heads, tags and channels, remote-tracking refs."""
+    return sa.union(
+        sa.select(s.lines.c.head.label("id")).where(s.lines.c.head.is_not(None)),
+        sa.select(s.refs.c.target.label("id")),
+        sa.select(s.remote_refs.c.target.label("id")),
+    ).subquery()
+
+
+def live_packs(conn, among: list[str] | None = None) -> set[str]:
+    """Pack blobs whose set commit a ref names (of AMONG, when given): what gc keeps."""
+    named = _named_sets()
+    q = sa.select(s.set_packs.c.pack_id).where(s.set_packs.c.set_id.in_(sa.select(named.c.id)))
+    if among is not None:
+        q = q.where(s.set_packs.c.pack_id.in_(among))
+    return {r[0] for r in conn.execute(q.distinct())}
+
+
+def forget(conn, blob_ids: list[str]) -> None:
+    """Drop the records of packs whose blobs gc deletes (in the transaction that deletes)."""
+    if blob_ids:
+        conn.execute(s.set_packs.delete().where(s.set_packs.c.pack_id.in_(blob_ids)))
+
+
+def recorded_packs(conn) -> set[str]:
+    """Every recorded pack blob (fsck counts them as referenced, not as strays)."""
+    return {r[0] for r in conn.execute(sa.select(s.set_packs.c.pack_id).distinct())}
