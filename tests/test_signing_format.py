@@ -178,3 +178,38 @@ def test_the_statement_digest_is_model_signings(keys):
     root = hashlib.sha256(b"".join(bytes.fromhex(FILES[n]) for n in names)).hexdigest()
     assert st["subject"] == [{"name": "chat", "digest": {"sha256": root}}]
     assert pae(b"{}") == b"DSSEv1 28 application/vnd.in-toto+json 2 {}"
+
+
+def test_a_folder_is_hashed_as_model_signing_hashes_it(tmp_path):
+    from model_signing import hashing
+
+    from mint.signing.bundle import folder_digests
+
+    folder = tmp_path / "chat"
+    for rel, text in {
+        "adapter_config.json": "{}",
+        "b.txt": "b",
+        "b/x.txt": "x",
+        ".hidden": "a dotfile is a file",
+        "member/model.sig": "only the top model.sig is left out",
+        "member/.gitignore": "and only the top git files",
+        "model.sig": "left out",
+        ".gitattributes": "left out",
+        ".git/HEAD": "left out",
+        ".github/workflows/ci.yml": "left out",
+    }.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    (folder / "empty").mkdir()
+
+    def theirs() -> dict:
+        found = hashing.Config().set_ignored_paths(paths=IGNORED).hash(folder)
+        return {r.identifier: r.digest.digest_hex for r in found.resource_descriptors()}
+
+    assert folder_digests(folder) == theirs()
+    assert "member/model.sig" in theirs() and ".hidden" in theirs()
+    (folder / "link.txt").symlink_to(folder / "b.txt")  # a symbolic link: both refuse
+    with pytest.raises(ValueError):
+        theirs()
+    with pytest.raises(ValueError, match="link.txt is a symbolic link"):
+        folder_digests(folder)

@@ -6,11 +6,11 @@ serialized (`serialization`: by file, sha256, no symlinks, `model.sig` and git's
 ignored: `model_signing sign`'s defaults). mint builds that manifest from a commit's blob ids,
 which are the files' sha256, so signing reads no file again. The bundle is made and checked
 with cryptography alone, field for field as model_signing's key signer writes it and as its
-key verifier checks it (importing model_signing loads sigstore: about a second of CPU a
-process); model_signing itself hashes a folder for `mint verify --dir`, and the tests check
-the format against it both ways. A bundle mint makes also names the commit in its predicate
-(`mint.commit`), which v1.0 verifiers ignore and `mint verify` checks, so it cannot be
-replayed onto another commit with the same files.
+key verifier checks it, and a folder is hashed as its `hashing` module hashes one (importing
+model_signing loads sigstore: about a second of CPU a process); the tests hold the format to
+model_signing both ways (tests/test_signing_format.py, tests/test_signing.py). A bundle mint
+makes also names the commit in its predicate (`mint.commit`), which v1.0 verifiers ignore and
+`mint verify` checks, so it cannot be replayed onto another commit with the same files.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from types import SimpleNamespace
 
-from mint.errors import InvalidKey, InvalidSignature, SigningUnavailable
+from mint.errors import InvalidKey, InvalidSignature
 from mint.signing import SIGNATURE_FILE
 
 MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -48,16 +47,6 @@ class Statement:
     ignored: list[str]
     commit: str | None  # the commit a mint-made bundle names
     hint: str | None  # the fingerprint of the key that claims to have signed it
-
-
-def model_signing():
-    """model_signing's modules that `folder_digests` uses (imported on first use: it loads
-    sigstore, about a second). Signing and verifying a bundle need only cryptography."""
-    try:
-        from model_signing import hashing
-    except ImportError:
-        raise SigningUnavailable("verifying a folder needs the model-signing package") from None
-    return SimpleNamespace(hashing=hashing)
 
 
 def statement(files: dict[str, str], name: str, commit: str | None = None) -> bytes:
@@ -289,11 +278,32 @@ def _envelope(bundle: bytes) -> tuple[tuple[bytes, bytes], str | None]:
 
 
 def folder_digests(folder: Path) -> dict[str, str]:
-    """Every file of FOLDER (path -> sha256) as model_signing's verifier hashes it, only
-    model.sig and git's files left out: a bundle that leaves out more (`--ignore-paths`) does
-    not sign the folder for mint, whose commits sign every file. ValueError for a symbolic
-    link or anything else it refuses."""
-    ms = model_signing()
-    config = ms.hashing.Config().set_ignored_paths(paths=IGNORED)
-    manifest = config.hash(folder)
-    return {r.identifier: r.digest.digest_hex for r in manifest.resource_descriptors()}
+    """Every file of FOLDER (path -> sha256) as model_signing's verifier hashes a folder (its
+    `hashing.Config().hash`, by file, sha256, no symbolic links), only model.sig and git's
+    files at the top left out: a bundle that leaves out more (`--ignore-paths`) does not sign
+    the folder for mint, whose commits sign every file. Every entry is checked, those left out
+    too, as model_signing checks them: ValueError for a symbolic link, or anything that is
+    neither a file nor a folder."""
+    from mint.store import sha256_file
+
+    root = Path(folder)
+    _plain(root, root)
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        for name in (*dirnames, *filenames):
+            _plain(here / name, root)
+        for name in filenames:
+            rel = (here / name).relative_to(root).as_posix()
+            if rel.split("/", 1)[0] not in IGNORED:
+                out[rel] = sha256_file(here / name)
+    return out
+
+
+def _plain(path: Path, root: Path) -> None:
+    """PATH is a file or a folder, and no symbolic link (model_signing's check)."""
+    shown = path.relative_to(root).as_posix() if path != root else str(root)
+    if path.is_symlink():
+        raise ValueError(f"{shown} is a symbolic link: a signed folder holds none")
+    if not (path.is_file() or path.is_dir()):
+        raise ValueError(f"{shown} is neither a file nor a folder")
