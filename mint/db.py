@@ -26,11 +26,13 @@ def sqlite_url(path: Path) -> str:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for `url`. SQLite gets WAL, a busy timeout and explicit transactions."""
+    """An engine for `url`. SQLite gets WAL, a busy timeout and explicit transactions, and
+    keeps its connections open in a pool, as PostgreSQL's engine does: opening one costs its
+    pragmas, and closing the last one checkpoints the WAL, milliseconds each transaction
+    paid (issue 24: a promote at 10^5 commits took 40 ms, 10 with the pool)."""
     if url.startswith("sqlite"):
-        engine = sa.create_engine(
-            url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, poolclass=sa.NullPool
-        )
+        args = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+        engine = sa.create_engine(url, connect_args=args, poolclass=sa.QueuePool)
         _sqlite_setup(engine)
         return engine
     return sa.create_engine(url, pool_pre_ping=False)
