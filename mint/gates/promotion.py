@@ -105,32 +105,50 @@ def _promote_once(repo, rev, channel, contract, force, reason, by, create) -> Mo
         if not report.ok and not force:
             raise GateRefused(report)
         action = Action.FORCE if (force and not report.ok) else Action.PROMOTE
-        entry = _move(refs, current, line, channel, cid, by, action)
-        _evidence(conn, entry, report, reason, back=current.entry if current else None)
+        evidence = _evidence(conn, report, reason, back=current.entry if current else None)
+        move = _move(refs, current, line, channel, cid, by, action, evidence)
         crash_point("promote.in-transaction")
-        move = move_of(conn, entry)
     crash_point("promote.after-transaction")
     return move
 
 
-def _move(refs: RefsContainer, current: Ref | None, line, channel, cid, by, action) -> int:
-    return refs.set_if_equals(
-        line, channel, current, cid, kind=RefKind.CHANNEL, by=by, action=action
+def _move(refs: RefsContainer, current: Ref | None, line, channel, cid, by, action, evidence):
+    """Move LINE@CHANNEL from CURRENT to CID (compare-and-swap), its EVIDENCE written on the
+    history row by the same insert; the Move as that row holds it (not read back)."""
+    at = utcnow()
+    entry = refs.set_if_equals(
+        line,
+        channel,
+        current,
+        cid,
+        kind=RefKind.CHANNEL,
+        by=by,
+        action=action,
+        at=at,
+        evidence=evidence,
+    )
+    old = current.target if current else None
+    ev = evidence["evaluations"] or []
+    return Move(
+        entry,
+        iso(at),
+        action,
+        line,
+        channel,
+        old,
+        cid,
+        by,
+        evidence["reason"],
+        evidence["contract"],
+        ev,
     )
 
 
-def _evidence(conn, entry: int, report: GateReport | None, reason, *, back) -> None:
-    """Write what a move rests on beside it: contract version, evaluations, reason, back."""
+def _evidence(conn, report: GateReport | None, reason, *, back) -> dict:
+    """What a move rests on, written beside it: contract version, evaluations, reason, back."""
     contract = _contract_id(conn, report) if report else None
-    _annotate(conn, entry, contract, report.evaluations if report else [], reason, back)
-
-
-def _annotate(conn, entry: int, contract, evaluations, reason, back) -> None:
-    conn.execute(
-        s.ref_history.update()
-        .where(s.ref_history.c.id == entry)
-        .values(contract=contract, evaluations=evaluations, reason=reason, back=back)
-    )
+    evaluations = report.evaluations if report else []
+    return dict(contract=contract, evaluations=evaluations, reason=reason, back=back)
 
 
 def _contract_id(conn, report: GateReport) -> str | None:
@@ -169,13 +187,12 @@ def rollback(
 def _rollback_once(conn, refs: RefsContainer, current: Ref, by, reason) -> Move:
     """Back to the holder that the current one replaced."""
     line, channel = current.line, current.name
-    top = _entry(conn, current.entry)
-    if top.back is None:
+    target = _replaced(conn, current.entry)
+    if target is None:
         raise NothingToRollBack(f"{line}@{channel}", _holders(conn, line, channel))
-    target = _entry(conn, top.back)
-    entry = _move(refs, current, line, channel, target.new, by, Action.ROLLBACK)
-    _annotate(conn, entry, target.contract, target.evaluations, reason, target.back)
-    return move_of(conn, entry)
+    evidence = dict(contract=target.contract, evaluations=target.evaluations, reason=reason)
+    evidence["back"] = target.back
+    return _move(refs, current, line, channel, target.new, by, Action.ROLLBACK, evidence)
 
 
 def _rollback_to(conn, refs: RefsContainer, current: Ref, rev, by, reason) -> Move:
@@ -188,13 +205,15 @@ def _rollback_to(conn, refs: RefsContainer, current: Ref, rev, by, reason) -> Mo
         report = gate_report(conn, cid, line, channel)
         if not report.ok:
             raise GateRefused(report)
-    entry = _move(refs, current, line, channel, cid, by, Action.ROLLBACK)
-    _evidence(conn, entry, report, reason, back=current.entry)
-    return move_of(conn, entry)
+    evidence = _evidence(conn, report, reason, back=current.entry)
+    return _move(refs, current, line, channel, cid, by, Action.ROLLBACK, evidence)
 
 
-def _entry(conn, entry_id: int):
-    return conn.execute(sa.select(s.ref_history).where(s.ref_history.c.id == entry_id)).one()
+def _replaced(conn, entry_id: int | None):
+    """The history row that entry ENTRY_ID replaced (its `back`), or None: one query."""
+    top, back = s.ref_history.alias("top"), s.ref_history.alias("back")
+    q = sa.select(back).join_from(top, back, back.c.id == top.c.back)
+    return conn.execute(q.where(top.c.id == entry_id)).first()
 
 
 def _holders(conn, line: str, channel: str) -> int:

@@ -120,11 +120,16 @@ class RefsContainer:
         by: str,
         action: Action,
         message: str | None = None,
+        at=None,
+        evidence: dict | None = None,
     ) -> int:
         """Point LINE@NAME at NEW if it still is OLD (None: it must not exist). Returns the
-        history row's id."""
-        now = utcnow()
-        entry = self._log(line, name, kind, action, old.target if old else None, new, by, now)
+        history row's id. AT is the move's time (now, unless given); EVIDENCE, more columns
+        of its history row (a promote's contract, evaluations, reason and back), written in
+        the same insert."""
+        now = at or utcnow()
+        old_target = old.target if old else None
+        entry = self._log(line, name, kind, action, old_target, new, by, now, **(evidence or {}))
         values = dict(target=new, kind=kind, message=message, updated_at=now, entry=entry)
         if old is None:
             if not insert_new(self.conn, s.refs, dict(line=line, name=name, **values)):
@@ -173,6 +178,7 @@ class RefsContainer:
         found = self.get(line, name)
         return found.target if found else None
 
-    def _log(self, line, name, kind, action, old, new, by, at) -> int:
+    def _log(self, line, name, kind, action, old, new, by, at, **more) -> int:
         row = dict(line=line, name=name, kind=kind, action=action, old=old, new=new, by=by, at=at)
+        row.update(more)
         return self.conn.execute(s.ref_history.insert().values(**row)).inserted_primary_key[0]
