@@ -81,6 +81,8 @@ def test_a_signature_table_is_part_of_the_contract_and_absent_changes_nothing(
     assert signed["signature"] == {"required": True, "keys": ["alice", "bob"]}
     shown = mint("contract", "show", "prod", "--json").json()
     assert shown["signature"] == signed["signature"]
+    assert "signature: required, by alice or bob" in mint("contract", "show", "prod").out
+    assert "signature" not in mint("contract", "show", "prod", "--version", "1").out
 
 
 # --- the gate --------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ def contract_show(repo, name, version, as_json) -> None:
     for m in c.metrics:
         bounds = " ".join(f"{k}={v:g}" for k, v in m.items() if k != "name")
         echo(f"  metric {m['name']} {bounds}")
+    if c.signature and c.signature["required"]:
+        echo(f"signature: required, by {' or '.join(c.signature['keys']) or 'a trusted key'}")
 
 
 @contract.command("ls")
