@@ -268,22 +268,27 @@ def test_a_changed_mol_toml_or_a_swapped_member_signature_in_a_checkout_is_refus
 # --- through a registry ----------------------------------------------------------------------
 
 
-def test_a_signed_set_travels_with_push_and_clone(
-    repo, mint, models, keys, signed_set, tmp_path, monkeypatch
-):
-    """The registry is `repo`'s copy-free twin: a second repository (SQLite) pushes to a
-    registry serving a fresh one; the registry checks the set's signature on arrival, and a
+def test_a_signed_set_travels_with_push_and_clone(repo, mint, models, keys, tmp_path, monkeypatch):
+    """Members pushed unsigned, signed afterwards, then a signed set pushed: the push carries
+    the members' signatures with the set's, the registry checks the set's on arrival, and a
     clone of it verifies the set and its members."""
-    sid, _ = signed_set
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     server, _ = api.init(tmp_path / "registry")
     api.base_add(server, "tiny-llama", Path(models["base"]))
     monkeypatch.setenv("MINT_TOKEN", create_token(server.root, "wanda", "writer"))
     with running_registry(server.root) as registry:
         assert mint("remote", "add", "origin", registry.url).code == 0
+        ids = commit_members(mint, models, None)
+        assert mint("push", "origin", *MEMBERS).code == 0
+        assert commit_members(mint, models, keys["alice"]) == ids  # the heads, signed now
+        mol = set_folder(tmp_path) / "mol.toml"
+        r = mint("set", "commit", mol, "--sign", keys["alice"]["private_key"], "--json")
+        assert r.code == 0, r
+        sid = r.json()["id"]
         r = mint("push", "origin", "macaron")
         assert r.code == 0, r
-        assert api.show(server, sid).signatures == api.show(repo, sid).signatures
+        for cid in (sid, *ids.values()):
+            assert api.show(server, cid).signatures == api.show(repo, cid).signatures
         code, _, err = run_in_process(["clone", registry.url, str(tmp_path / "clone")])
         assert code == 0, err
     server.close()

@@ -259,11 +259,21 @@ class Signing:
 
 
 def signatures_wire(conn, ids: list[str]) -> dict:
-    """The bundles commits IDS carry, as a push or fetch sends them beside the commits:
-    {"signatures": [{commit, bundle}, ...]}, or nothing when there are none."""
+    """The bundles commits IDS carry, as a push or fetch sends them beside the commits, and
+    those of the members of sets among them (a set's signature names its members', which may
+    have been signed after they were sent): {"signatures": [{commit, bundle}, ...]}, or
+    nothing when there are none."""
+    if not ids:
+        return {}
+    m = s.set_members.c
+    members = sa.select(m.member_id).where(m.commit_id.in_(ids))
     c = s.commit_signatures.c
-    q = sa.select(c.commit_id, c.bundle).where(c.commit_id.in_(ids)).order_by(c.added_at)
-    found = [{"commit": r.commit_id, "bundle": r.bundle} for r in conn.execute(q)] if ids else []
+    q = (
+        sa.select(c.commit_id, c.bundle)
+        .where(c.commit_id.in_(ids) | c.commit_id.in_(members))
+        .order_by(c.added_at, c.sha256)
+    )
+    found = [{"commit": r.commit_id, "bundle": r.bundle} for r in conn.execute(q)]
     return {"signatures": found} if found else {}
 
 
