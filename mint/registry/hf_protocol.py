@@ -8,8 +8,10 @@ shown as the first 40 hex digits of their ids. A set commit shows its checkout.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,9 +27,13 @@ from mint.refs import check_name, find_line, resolve
 from mint.repo import Repo
 from mint.sets.layout import checkout_items
 
+CHECKOUTS = 256  # commits whose files a process keeps (the least recently asked forgotten)
 SHOWN = 40  # hex digits of a commit id shown to the client: it takes 40 as an immutable commit
 _PLAIN_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _HEADER_SAFE = re.compile(r"[^\x20-\x7e]")  # a header value holds printable ASCII only
+
+_checkouts: collections.OrderedDict[tuple[int, str], tuple[str, dict]] = collections.OrderedDict()
+_lock = threading.Lock()
 
 # Called with a read transaction and the full ids an answer shows; raises when the reader
 # may not see them (a token limited to lines, a set with members beyond them).
@@ -114,9 +120,21 @@ def snapshot(
         cid = revision_of(conn, line, rev, hf_main)
         if check is not None:
             check(conn, [cid])
-        created = rows.commit_row(conn, cid).created_at
-        items = checkout_items(conn, cid)
-        sizes = _sizes(conn, {item for _, item in items if isinstance(item, str)})
+        with _lock:
+            known = _checkouts.get((id(repo), cid))
+            if known is not None:
+                _checkouts.move_to_end((id(repo), cid))
+        if known is None:
+            known = _checkout(repo, conn, cid)
+    return Snapshot(line, cid, *known)
+
+
+def _checkout(repo: Repo, conn, cid: str) -> tuple[str, dict[str, HubFile]]:
+    """(time, files) of commit CID: what a commit shows never changes, so it is kept for the
+    next request of the same commit (a download asks once per file, twice with its HEAD)."""
+    created = rows.commit_row(conn, cid).created_at
+    items = checkout_items(conn, cid)
+    sizes = _sizes(conn, {item for _, item in items if isinstance(item, str)})
     files = {}
     for path, item in items:
         if isinstance(item, bytes):
@@ -125,7 +143,12 @@ def snapshot(
         else:
             size = sizes[item] if item in sizes else repo.store.size(item)
             files[path] = HubFile(path, size, item, item)
-    return Snapshot(line, cid, hub_time(created), dict(sorted(files.items())))
+    known = (hub_time(created), dict(sorted(files.items())))
+    with _lock:
+        _checkouts[(id(repo), cid)] = known
+        while len(_checkouts) > CHECKOUTS:
+            _checkouts.popitem(last=False)
+    return known
 
 
 def _sizes(conn, blobs: set[str]) -> dict[str, int]:

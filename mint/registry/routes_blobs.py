@@ -1,5 +1,5 @@
-"""Blobs: which are missing, upload (streamed, checked against the id), download (verified
-while sent; a `Range` is honoured, and checked by the client against the whole blob's id).
+"""Blobs: which are missing, upload (streamed, checked against the id), download (checked
+against the id before it is sent, `mint.registry.blob_send`; a `Range` is honoured).
 
 A store that can presign (S3) serves large blobs itself: the download of a blob of at least
 the server's presign threshold is answered with a 302 to a presigned URL, so the bytes go from
@@ -11,16 +11,17 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
-from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from mint import possession, transfer
 from mint.registry.auth import Reader, RepoDep, Writer, check_blob, check_line
+from mint.registry.blob_send import blob_body, byte_range
 from mint.registry.models import HEX64, MissingBlobs, MissingBody, StoredBlob, StoredPack
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES
-from mint.registry.upload import PackReader, pack_header, receive_blob, verified_chunks
+from mint.registry.upload import PackReader, pack_header, receive_blob
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["blobs"])
 
@@ -87,12 +88,8 @@ def download(repo: RepoDep, who: Reader, blob_id: BlobPath, request: Request) ->
     url = presigned(request, blob_id, size)
     if url is not None:
         return redirect(url)
-    if "range" in request.headers:
-        return FileResponse(repo.store.local_path(blob_id), media_type=OCTETS)
-    headers = {"Content-Length": str(size), "Accept-Ranges": "bytes"}
-    return StreamingResponse(
-        verified_chunks(repo.store, blob_id), media_type=OCTETS, headers=headers
-    )
+    span = byte_range(request.headers.get("range"), size)
+    return blob_body(repo.store, blob_id, size, span, {"Accept-Ranges": "bytes"}, OCTETS)
 
 
 @router.put(

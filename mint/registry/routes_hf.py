@@ -12,11 +12,12 @@ from urllib.parse import quote, unquote
 from fastapi import APIRouter, FastAPI, Request
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from mint.errors import Forbidden
 from mint.refs import find_line
 from mint.registry.auth import check_commits, check_line, requires
+from mint.registry.blob_send import blob_body, byte_range
 from mint.registry.hf_protocol import (
     Check,
     HubFile,
@@ -30,7 +31,7 @@ from mint.registry.hf_protocol import (
     tree_items,
 )
 from mint.registry.routes_blobs import presigned, redirect
-from mint.registry.upload import verified_chunks
+from mint.store.errors import BlobCorrupt
 from mint.team.tokens import Access, Identity, authenticate
 
 
@@ -45,7 +46,6 @@ register_url_convertor("hubpath", _AnyPath())  # before the routes below are com
 router = APIRouter(tags=["hub"], include_in_schema=False)
 PAGE = 1000
 OCTETS = "application/octet-stream"
-CHUNK = 1 << 20
 
 
 def _segments(request: Request, skip: int) -> list[str]:
@@ -172,60 +172,28 @@ def _resolve(request: Request, parts: list[str], n: int) -> Response:
         "Accept-Ranges": "bytes",
         "Content-Disposition": f"inline; filename*=UTF-8''{quote(path.rsplit('/', 1)[-1])}",
     }
-    span = _range(request.headers.get("range"), f.size)
+    span = byte_range(request.headers.get("range"), f.size)
     if request.method == "HEAD":  # never a redirect: the client reads these headers here
         return Response(headers={**headers, "Content-Length": str(f.size)}, media_type=OCTETS)
     url = presigned(request, f.blob, f.size) if f.blob is not None else None
     if url is not None:  # the client follows it, without its token, and asks S3 for the range
         return redirect(url, {k: v for k, v in headers.items() if k.startswith(("X-", "ETag"))})
+    if f.data is not None:
+        return _generated(f, span, headers)
+    try:  # checked against its id before a byte is sent (blob_send)
+        return blob_body(request.app.state.repo.store, f.blob, f.size, span, headers, OCTETS)
+    except BlobCorrupt as exc:  # not a typed miss: the client raises it with this message
+        why = f"{exc}: the registry's copy is damaged, so it is not sent (run `mint fsck`)"
+        raise HubMiss("BlobCorrupt", why, snap.sha, status=500) from None
+
+
+def _generated(f: HubFile, span: tuple[int, int] | None, headers: dict) -> Response:
+    """A file the checkout generates (a set's mol.toml, a prompt), whole or a range of it."""
     if span is None:
-        headers["Content-Length"] = str(f.size)
-        return StreamingResponse(_whole(request, f), media_type=OCTETS, headers=headers)
+        return Response(f.data, media_type=OCTETS, headers=headers)
     start, end = span
-    headers["Content-Length"] = str(end - start + 1)
     headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"
-    body = _part(request, f, start, end)
-    return StreamingResponse(body, status_code=206, media_type=OCTETS, headers=headers)
-
-
-def _range(header: str | None, size: int) -> tuple[int, int] | None:
-    """(first, last) byte of a single `bytes=` range, or None for the whole file."""
-    if not header or not header.startswith("bytes=") or "," in header:
-        return None
-    first, _, last = header[6:].strip().partition("-")
-    try:
-        if not first:
-            start, end = max(size - int(last), 0), size - 1
-        else:
-            start, end = int(first), min(int(last) if last else size - 1, size - 1)
-    except ValueError:
-        return None
-    if start > end or start >= size:
-        return None
-    return start, end
-
-
-def _whole(request: Request, f: HubFile):
-    if f.data is not None:
-        yield f.data
-        return
-    yield from verified_chunks(request.app.state.repo.store, f.blob)
-
-
-def _part(request: Request, f: HubFile, start: int, end: int):
-    """Bytes START..END of F (the client checks the whole file against its sha256)."""
-    if f.data is not None:
-        yield f.data[start : end + 1]
-        return
-    left = end - start + 1
-    with request.app.state.repo.store.open(f.blob) as handle:
-        handle.seek(start)
-        while left > 0:
-            chunk = handle.read(min(CHUNK, left))
-            if not chunk:
-                return
-            left -= len(chunk)
-            yield chunk
+    return Response(f.data[start : end + 1], status_code=206, media_type=OCTETS, headers=headers)
 
 
 async def on_miss(request: Request, exc: Exception) -> Response:

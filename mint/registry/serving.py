@@ -17,6 +17,11 @@ three watches to each connection:
 - the response: a client that reads none of it for a request timeout (the socket's buffers
   full, writes paused all that time) is cut off, as when it hangs up.
 
+A response may send a file's bytes as its body with the kernel's sendfile (zero-copy): the
+scope's extension `mint.sendfile` is a coroutine `(file, offset, count)` that sends them on
+the connection (`blob_send.FileSpan` uses it for stored blobs). The same deadline holds: a
+client that takes none of them for a request timeout is cut off.
+
 A connection beyond `Limits.connections` open at once is answered 503 (JSON, with
 Retry-After) and closed. Idle kept-alive connections are closed after uvicorn's keep-alive
 timeout (5 s) as before.
@@ -41,6 +46,7 @@ MIN_BODY_BYTES = 1024  # of a body, in each request timeout's window (a stall is
 KEEP_ALIVE_S = 5  # uvicorn's default: an idle kept-alive connection is closed after it
 TIMED_OUT = b"the request did not arrive in time: its connection is closed"
 SPARE_FILES = 256  # open files beyond one per connection: database, store, logs
+SENDFILE_STEP = 16 << 20  # bytes of a sendfile body sent under one deadline
 
 
 class Protocol(H11Protocol):
@@ -168,10 +174,39 @@ class Protocol(H11Protocol):
         # abort, not close: close would wait for the unread buffer to be sent first.
         self.transport.abort()
 
+    # --- zero-copy bodies ---------------------------------------------------------------
+
+    async def _sendfile(self, file, offset: int, count: int) -> None:
+        """Send COUNT bytes of FILE from OFFSET as (part of) the body of the response under
+        way: h11 counts them against its Content-Length, the kernel copies them from the
+        file to the socket. A client that takes none of a step for a request timeout, or
+        that is gone, is cut off (the rest of the response is dropped, as on a hang-up)."""
+        cycle = self.cycle
+        if cycle is None or cycle.disconnected or self.transport.is_closing():
+            return
+        self.conn.send_with_data_passthrough(h11.Data(data=_Span(count)))
+        end = offset + count
+        try:
+            while offset < end:
+                step = min(SENDFILE_STEP, end - offset)
+                offset += await asyncio.wait_for(
+                    self.loop.sendfile(self.transport, file, offset, step), self.request_timeout
+                )
+        except TimeoutError:
+            log.info("closed a connection from %s: it stopped reading its response", _peer(self))
+            self._cut_off(cycle)
+        except (OSError, RuntimeError):  # the client is gone (reset, broken pipe, closing)
+            self._cut_off(cycle)
+
+    def _cut_off(self, cycle) -> None:
+        cycle.disconnected = True
+        self.transport.abort()
+
     # --- the cap on connections ------------------------------------------------------
 
     async def _app_or_busy(self, scope: Scope, receive: Receive, send: Send) -> None:
         if len(self.connections) <= self.max_connections:
+            scope.setdefault("extensions", {})["mint.sendfile"] = self._sendfile
             return await self._app(scope, receive, send)
         log.warning("answered 503: %d connections are open", len(self.connections))
         message = (
@@ -181,6 +216,16 @@ class Protocol(H11Protocol):
         headers = {"Retry-After": "1", "Connection": "close"}
         response = error_response(503, "ServiceUnavailable", message, headers=headers)
         await response(scope, receive, send)
+
+
+class _Span:
+    """Stands for COUNT body bytes that the kernel sends (h11 only takes their length)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
 
 
 def _peer(protocol: H11Protocol) -> str:
