@@ -12,7 +12,7 @@ Tags           tag, tag_list, tag_delete
 Sets           set_commit, set_spec, set_derive, candidates
 Contracts      contract_add, contract_show, contract_ls
 Evaluations    evaluate, record_evaluation, evaluation_checks, evaluations_of
-Channels       gate, promote, approve, rollback, channel_rm, history, status
+Channels       gate, promote, approve, rollback, channel_rm, history, history_verify, status
 Canaries       canary_of, canary_start, canary_stop, canary_status
 The loop       improve
 Traces         traces_ls, traces_export, record_feedback, write_traces, dataset_show
@@ -85,6 +85,7 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "rollback": ("mint.gates.promotion", "rollback", _ANY),
     "channel_rm": ("mint.gates.promotion", "channel_rm", _ANY),
     "history": ("mint.gates.history", "history", _ANY),
+    "history_verify": ("mint.gates.signed", "history_verify", _ANY),
     "status": ("mint.gates.history", "status", _ANY),
     "canary_of": ("mint.gates.canary", "canary_of", _ANY),
     "canary_start": ("mint.gates.canary", "canary_start", _ANY),
@@ -157,6 +158,7 @@ __all__ = [
     "gate",
     "gc",
     "history",
+    "history_verify",
     "improve",
     "init",
     "key_add",
@@ -261,6 +263,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         promote,
         rollback,
     )
+    from mint.gates.signed import history_verify
     from mint.hf.settings import HubSettings
     from mint.maintenance import fsck, gc
     from mint.porcelain.commit import candidates, commit, set_commit, set_derive

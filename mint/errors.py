@@ -508,3 +508,16 @@ class UnsignedMembers(NotVerified):
     def __init__(self, rev: str, why: str):
         MintError.__init__(self, f"cannot sign set {rev}: {why}")
         self.rev, self.why = rev, why
+
+
+class MoveNotSigned(Forbidden):
+    """A move without a signature that verifies with a trusted key (unsigned: on a channel
+    protected as signed)."""
+
+    def __init__(self, ref: str, why: str):
+        MintError.__init__(self, f"move of {ref} refused: {why}")
+        self.ref, self.why = ref, why
+
+
+class MoveStatementMismatch(MoveNotSigned):
+    """A signed statement of another move (line, channel, commit, state): a replay; 409."""

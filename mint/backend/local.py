@@ -42,6 +42,7 @@ REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "rollback": ("mint.gates.promotion", "rollback"),
     "channel_rm": ("mint.gates.promotion", "channel_rm"),
     "history": ("mint.gates.history", "history"),
+    "history_verify": ("mint.gates.signed", "history_verify"),
     "status": ("mint.gates.history", "status"),
     "canary_of": ("mint.gates.canary", "canary_of"),
     "canary_start": ("mint.gates.canary", "canary_start"),

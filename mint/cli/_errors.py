@@ -108,6 +108,12 @@ def _signing_hints(e) -> dict:
         e.SigningUnavailable: "install the sign extra: pip install 'mint[sign]'",
         e.KeyExists: "see `mint key ls`",
         e.InvalidSignature: "remove that model.sig, or sign the commit with --sign KEY",
+        e.MoveNotSigned: lambda x: (
+            "trust the signer's public key with `mint key add NAME PUBLIC.pem`"
+            if "not trusted here" in str(x.why)
+            else "sign the move: --sign KEY, a key whose public half `mint key ls` lists"
+        ),
+        e.MoveStatementMismatch: "sign this move itself: run the command again with --sign KEY",
         e.NotVerified: lambda x: (
             "trust the signer's public key with `mint key add NAME PUBLIC.pem`"
             if "not trusted here" in str(x.why)

@@ -8,6 +8,23 @@ from mint import api
 from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
 from mint.cli.contract_cmds import checks_table
+from mint.cli.key_cmds import password_from, password_option
+
+sign_option = click.option(
+    "--sign",
+    "sign_key",
+    metavar="KEY.pem",
+    type=click.Path(dir_okay=False),
+    help="Sign the move (an in-toto statement of it) with this private key; through a "
+    "registry it is signed here and only the signature is sent.",
+)
+
+
+def _signing(sign_key, password_env) -> dict:
+    """The signing options given (none: a registry that predates them is still asked)."""
+    if sign_key is None:
+        return {}
+    return {"sign": sign_key, "password": password_from(password_env)}
 
 
 def gate_report_table(report, as_json: bool) -> None:
@@ -52,9 +69,13 @@ def gate(repo, rev, channel, contract_name, as_json) -> None:
     is_flag=True,
     help="Make CHANNEL even if its name is close to a known channel's (else: did you mean?).",
 )
+@sign_option
+@password_option
 @json_option
 @with_repo
-def promote(repo, rev, channel, contract_name, force, reason, create, as_json) -> None:
+def promote(
+    repo, rev, channel, contract_name, force, reason, create, sign_key, password_env, as_json
+) -> None:
     """Check the gate guarding CHANNEL, then move LINE@CHANNEL to REV."""
     from mint.errors import GateRefused
 
@@ -68,6 +89,7 @@ def promote(repo, rev, channel, contract_name, force, reason, create, as_json) -
             force=force,
             reason=reason,
             create=create,
+            **_signing(sign_key, password_env),
         )
     except GateRefused as exc:
         gate_report_table(exc.report, as_json)
@@ -98,14 +120,17 @@ def approve(repo, rev, channel, as_json) -> None:
     help="Roll back to this commit (the gate applies if it never held the channel).",
 )
 @click.option("--reason", help="Why (recorded in history).")
+@sign_option
+@password_option
 @json_option
 @with_repo
-def rollback(repo, ref, to, reason, as_json) -> None:
+def rollback(repo, ref, to, reason, sign_key, password_env, as_json) -> None:
     """Move LINE@CHANNEL back to its previous holder."""
     from mint.errors import GateRefused
 
+    signing = _signing(sign_key, password_env)
     try:
-        move = api.rollback(repo, ref, by=current_user(), to=to, reason=reason)
+        move = api.rollback(repo, ref, by=current_user(), to=to, reason=reason, **signing)
     except GateRefused as exc:
         gate_report_table(exc.report, as_json)
         raise
@@ -132,12 +157,21 @@ def _given(**options) -> dict:
     metavar="ID",
     help="Only moves older than entry ID (the ID column): the page before one.",
 )
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Check each move's signature against the trusted keys: by which key, or why not.",
+)
 @json_option
 @with_repo
-def history(repo, ref, n, before, as_json) -> None:
+def history(repo, ref, n, before, verify, as_json) -> None:
     """Moves of a channel, oldest first: entry, when, what, from, to, who, evidence, why.
 
     With -n N, the newest N moves; to page back, pass the first row's ID to --before."""
+    if verify:
+        return _history_verified(
+            api.history_verify(repo, ref, **_given(n=n, before=before)), as_json
+        )
     moves = api.history(repo, ref, **_given(n=n, before=before))
     if as_json:
         return emit_json(moves)
@@ -157,6 +191,28 @@ def history(repo, ref, n, before, as_json) -> None:
     ]
     head = ["ID", "AT", "ACTION", "FROM", "TO", "BY", "CONTRACT", "EVALS", "REASON"]
     echo(table(rows, head))
+
+
+def _history_verified(items, as_json: bool) -> None:
+    """Each move with its signature's state: the trusted key that made it, or why not."""
+    if as_json:
+        return emit_json(items)
+    shown = {"valid": lambda i: f"signed by {i.key} ({short(i.fingerprint)})"}
+    shown["unsigned"] = lambda i: "unsigned"
+    shown["invalid"] = lambda i: f"INVALID: {i.why}"
+    rows = [
+        [
+            str(i.move.id),
+            i.move.at[:19],
+            i.move.action,
+            short(i.move.from_),
+            short(i.move.to),
+            i.move.by,
+            shown[i.state](i),
+        ]
+        for i in items
+    ]
+    echo(table(rows, ["ID", "AT", "ACTION", "FROM", "TO", "BY", "SIGNATURE"]))
 
 
 @click.command()

@@ -157,13 +157,24 @@ def token_revoke(ctx, name: str, as_json: bool) -> None:
 @registry.command()
 @click.argument("channel")
 @click.option("--role", type=MOVE_ROLES, default="maintainer", show_default=True)
+@click.option(
+    "--signed",
+    is_flag=True,
+    help="Every move also needs a signature by a trusted key (promote/rollback --sign KEY).",
+)
 @json_option
 @click.pass_obj
-def protect(ctx, channel: str, role: str, as_json: bool) -> None:
+def protect(ctx, channel: str, role: str, signed: bool, as_json: bool) -> None:
     """Moving CHANNEL (on any line) needs ROLE; forcing it needs admin; approvals for it count
-    only from others than the commit's author and pusher."""
-    p = api.protect(ctx.repo(), channel, role, by=current_user())
-    emit_json(p) if as_json else echo(f"{p.channel} is protected: moving it needs {p.role}")
+    only from others than the commit's author and pusher. With --signed, a move needs a
+    signed statement by a trusted key (`mint key ls`)."""
+    p = api.protect(
+        ctx.repo(), channel, role, by=current_user(), **({"signed": True} if signed else {})
+    )
+    if as_json:
+        return emit_json(p)
+    also = " and a signature by a trusted key" if p.signed else ""
+    echo(f"{p.channel} is protected: moving it needs {p.role}{also}")
 
 
 @registry.command()
@@ -188,8 +199,11 @@ def protected(ctx, as_json: bool) -> None:
     items = api.protected_ls(ctx.repo())
     if as_json:
         return emit_json(items)
-    rows = [[p.channel, p.role, p.created_at[:19], p.created_by] for p in items]
-    echo(table(rows, ["CHANNEL", "ROLE", "SINCE", "BY"]))
+    rows = [
+        [p.channel, p.role, "yes" if p.signed else "no", p.created_at[:19], p.created_by]
+        for p in items
+    ]
+    echo(table(rows, ["CHANNEL", "ROLE", "SIGNED", "SINCE", "BY"]))
 
 
 def register(cli: click.Group) -> None:

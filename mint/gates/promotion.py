@@ -35,6 +35,7 @@ from mint.refs import Ref, RefsContainer, check_name, check_text, resolve
 from mint.refs.channel_names import check_channel_name, check_new_channel, guard_of
 from mint.refs.revisions import check_local_ref, near_refs
 from mint.repo import Repo
+from mint.signing.moves import settle, signing_of
 
 PROMOTE_ATTEMPTS = 20
 
@@ -78,21 +79,27 @@ def promote(
     force: bool = False,
     reason: str | None = None,
     create: bool = False,
+    sign: str | None = None,
+    password: str | None = None,
+    signature: str | None = None,
 ) -> Move:
     """Move LINE@CHANNEL to REV if the gate passes (or with force and a reason). Creating a
-    channel a typo's distance from a known one needs CREATE (ChannelTypo otherwise)."""
+    channel a typo's distance from a known one needs CREATE (ChannelTypo otherwise). The
+    move is signed with the private key in file SIGN (PASSWORD), or carries SIGNATURE, a
+    bundle made elsewhere; either is checked against the move (`mint.signing.moves`)."""
     if force and not (reason and reason.strip()):
         raise ForceNeedsReason(channel)
     check_text("reason", reason)
+    signing = signing_of(sign, password, signature)
     for _ in range(PROMOTE_ATTEMPTS):
         try:
-            return _promote_once(repo, rev, channel, contract, force, reason, by, create)
+            return _promote_once(repo, rev, channel, contract, force, reason, by, create, signing)
         except RefConflict:
             continue  # someone moved the channel: check the gate again against the new holder
     raise RefConflict(f"channel {channel}", None, None)
 
 
-def _promote_once(repo, rev, channel, contract, force, reason, by, create) -> Move:
+def _promote_once(repo, rev, channel, contract, force, reason, by, create, signing) -> Move:
     with repo.db.write() as conn:
         cid, line = _target(conn, rev, channel)
         refs = RefsContainer(conn)
@@ -108,6 +115,7 @@ def _promote_once(repo, rev, channel, contract, force, reason, by, create) -> Mo
         evidence = _evidence(conn, report, reason, back=current.entry if current else None)
         move = _move(refs, current, line, channel, cid, by, action, evidence)
         crash_point("promote.in-transaction")
+        settle(conn, move, signing)
     crash_point("promote.after-transaction")
     return move
 
@@ -160,14 +168,24 @@ def _contract_id(conn, report: GateReport) -> str | None:
 
 
 def rollback(
-    repo: Repo, ref: str, *, by: str, to: str | None = None, reason: str | None = None
+    repo: Repo,
+    ref: str,
+    *,
+    by: str,
+    to: str | None = None,
+    reason: str | None = None,
+    sign: str | None = None,
+    password: str | None = None,
+    signature: str | None = None,
 ) -> Move:
-    """Move LINE@CHANNEL back to the holder before the current one, or to REV."""
+    """Move LINE@CHANNEL back to the holder before the current one, or to REV; signed as
+    `promote` signs."""
     line, _, channel = ref.partition("@")
     if not line or not channel:
         raise RevisionNotFound(ref, "expected LINE@CHANNEL")
     check_local_ref("channel", channel)
     check_text("reason", reason)
+    signing = signing_of(sign, password, signature)
     with repo.db.write() as conn:
         refs = RefsContainer(conn)
         current = refs.get(line, channel)
@@ -179,6 +197,7 @@ def rollback(
             move = _rollback_to(conn, refs, current, to, by, reason)
         else:
             move = _rollback_once(conn, refs, current, by, reason)
+        settle(conn, move, signing)
         crash_point("rollback.in-transaction")
     crash_point("rollback.after-transaction")
     return move

@@ -50,6 +50,7 @@ def status_table() -> dict[type[BaseException], int]:
         e.NothingToRollBack: 409,
         e.NoCanary: 404,
         e.CanaryOpen: 409,
+        e.MoveStatementMismatch: 409,
         e.InvalidName: 422,
         e.InvalidWebhookUrl: 422,
         e.InvalidConfig: 422,

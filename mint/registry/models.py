@@ -98,6 +98,7 @@ class TokenBody(Body):
 class ProtectBody(Body):
     channel: Name
     role: Name = "maintainer"
+    signed: bool = False  # every move needs a signed statement by a trusted key
 
 
 class WebhookBody(Body):

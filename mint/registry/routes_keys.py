@@ -1,20 +1,23 @@
 """Signing on the registry (issue 23): the public keys it trusts (an admin adds and removes
-them; any reader lists them), and verify, which says which of them signed a commit."""
+them; any reader lists them), verify, which says which of them signed a commit, and a
+channel's history with what each move's signature says."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import StringConstraints
 
 from mint import api
 from mint.objects import SigningKey, Verification
-from mint.registry.auth import Reader, RepoDep, check_commit
+from mint.registry.auth import Reader, RepoDep, check_commit, check_line
 from mint.registry.models import Body, Name
 from mint.registry.render import MintJSON, answer
 from mint.registry.routes_team import RepoAdmin
 from mint.registry.schemas import ERROR_RESPONSES, list_of, model_of
+from mint.registry.web.channel_api import LAST_ENTRY
+from mint.signing.moves import SignedMove
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["signing"])
 
@@ -54,3 +57,19 @@ def verify(repo: RepoDep, who: Reader, body: VerifyBody) -> MintJSON:
     A token limited to lines verifies only what it may read."""
     check_commit(repo, who, api.resolve(repo, body.rev))
     return answer(api.verify(repo, body.rev, key=body.key, public_key=body.public_key))
+
+
+@router.get("/history/verified", response_model=list_of(SignedMove))
+def history_verify(
+    repo: RepoDep,
+    who: Reader,
+    ref: Annotated[str, StringConstraints(min_length=1, max_length=500), Query()],
+    n: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    before: Annotated[int | None, Query(ge=0, le=2**62)] = None,
+) -> MintJSON:
+    """`history` of LINE@CHANNEL, each move with what its signature says against the
+    registry's trusted keys."""
+    check_line(who, ref.partition("@")[0])
+    if before is not None:
+        before = min(before, LAST_ENTRY)  # no entry is later; more overflows the column
+    return answer(api.history_verify(repo, ref, n=n, before=before))

@@ -79,7 +79,7 @@ def token_revoke(request: Request, repo: RepoDep, who: RepoAdmin, name: Name) ->
 
 @router.post("/protected", response_model=model_of(ProtectedChannel))
 def protect(repo: RepoDep, who: RepoAdmin, body: ProtectBody) -> MintJSON:
-    return answer(api.protect(repo, body.channel, body.role, by=who.name))
+    return answer(api.protect(repo, body.channel, body.role, by=who.name, signed=body.signed))
 
 
 @router.get("/protected", response_model=list_of(ProtectedChannel))

@@ -28,9 +28,11 @@ from mint.registry.models import (
     PromoteBody,
     RollbackBody,
     TagBody,
+    Text,
 )
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, model_of
+from mint.signing.moves import MoveStatement
 from mint.team.tokens import Access
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["writes"])
@@ -86,30 +88,63 @@ def approve(repo: RepoDep, who: Maintainer, body: ApprovalBody) -> MintJSON:
 
 class PromoteCreateBody(PromoteBody):
     create: bool = False  # a new channel a typo's distance from a known one: yes, make it
+    signature: Text | None = None  # a signed move statement's bundle, made by the client
+
+
+class RollbackSignedBody(RollbackBody):
+    signature: Text | None = None
 
 
 @router.post("/promote", response_model=model_of(objects.Move))
 def promote(repo: RepoDep, who: Writer, body: PromoteCreateBody) -> MintJSON:
     line = queries.line_of(repo, body.rev)
     check_move(repo, who, line, body.channel, force=body.force)
-    move = api.promote(
-        repo,
-        body.rev,
-        body.channel,
+    return answer(api.promote(repo, **_promote_args(body, who), signature=body.signature))
+
+
+def _promote_args(body: PromoteCreateBody, who) -> dict:
+    return dict(
+        rev=body.rev,
+        channel=body.channel,
         by=who.name,
         contract=body.contract,
         force=body.force,
         reason=body.reason,
         create=body.create,
     )
-    return answer(move)
 
 
 @router.post("/rollback", response_model=model_of(objects.Move))
-def rollback(repo: RepoDep, who: Writer, body: RollbackBody) -> MintJSON:
+def rollback(repo: RepoDep, who: Writer, body: RollbackSignedBody) -> MintJSON:
     line, _, channel = body.ref.partition("@")
     check_move(repo, who, line, channel, force=False)
-    return answer(api.rollback(repo, body.ref, by=who.name, to=body.to, reason=body.reason))
+    move = api.rollback(
+        repo, body.ref, by=who.name, to=body.to, reason=body.reason, signature=body.signature
+    )
+    return answer(move)
+
+
+# The statement a move would be signed with (nothing moves): a client signs it with its key,
+# which never leaves it, and sends the bundle with the move, checked against the move made.
+
+
+@router.post("/promote/statement", response_model=model_of(MoveStatement) | None)
+def promote_statement(repo: RepoDep, who: Writer, body: PromoteCreateBody) -> MintJSON:
+    from mint.gates.signed import move_statement
+
+    line = queries.line_of(repo, body.rev)
+    check_move(repo, who, line, body.channel, force=body.force)
+    return answer(move_statement(repo, "promote", **_promote_args(body, who)))
+
+
+@router.post("/rollback/statement", response_model=model_of(MoveStatement) | None)
+def rollback_statement(repo: RepoDep, who: Writer, body: RollbackSignedBody) -> MintJSON:
+    from mint.gates.signed import move_statement
+
+    line, _, channel = body.ref.partition("@")
+    check_move(repo, who, line, channel, force=False)
+    move = dict(ref=body.ref, by=who.name, to=body.to, reason=body.reason)
+    return answer(move_statement(repo, "rollback", **move))
 
 
 @router.delete("/channels/{line:path}/{channel}", response_model=model_of(objects.Move))

@@ -37,6 +37,7 @@ from mint.remote.reads import (
     tag_list,
 )
 from mint.remote.repo import RemoteRepo
+from mint.remote.signed_moves import history_verify, signed_move
 from mint.remote.signing_ops import attach_signatures, key_add, key_ls, key_rm, verify
 from mint.remote.team_ops import (
     protect,
@@ -77,6 +78,7 @@ __all__ = [
     "evaluation_checks",
     "gate",
     "history",
+    "history_verify",
     "log",
     "ls",
     "promote",
@@ -220,22 +222,38 @@ def promote(
     force: bool = False,
     reason: str | None = None,
     create: bool = False,
+    sign: str | os.PathLike | None = None,
+    password: str | None = None,
 ) -> Move:
     """Move LINE@CHANNEL to REV on the registry if its gate passes (or with force); creating
-    a channel a typo's distance from a known one needs CREATE."""
+    a channel a typo's distance from a known one needs CREATE. With SIGN, signed here with
+    that private key (which is never sent: `mint.remote.signed_moves`)."""
     if force and not (reason and reason.strip()):
         raise ForceNeedsReason(channel)
     body = {"rev": rev, "channel": channel, "contract": contract, "force": force, "reason": reason}
     if create:  # sent only when given: a registry that predates it still takes the rest
         body["create"] = True
+    if sign is not None:
+        return signed_move(repo, "/promote", body, channel, sign, password)
     return decode(Move, repo.client.post("/promote", body))
 
 
 def rollback(
-    repo: RemoteRepo, ref: str, *, by: str, to: str | None = None, reason: str | None = None
+    repo: RemoteRepo,
+    ref: str,
+    *,
+    by: str,
+    to: str | None = None,
+    reason: str | None = None,
+    sign: str | os.PathLike | None = None,
+    password: str | None = None,
 ) -> Move:
-    """Move LINE@CHANNEL back on the registry, to its previous holder or to TO."""
-    return decode(Move, repo.client.post("/rollback", {"ref": ref, "to": to, "reason": reason}))
+    """Move LINE@CHANNEL back on the registry, to its previous holder or to TO; with SIGN,
+    signed here as `promote` signs."""
+    body = {"ref": ref, "to": to, "reason": reason}
+    if sign is not None:
+        return signed_move(repo, "/rollback", body, ref.partition("@")[2], sign, password)
+    return decode(Move, repo.client.post("/rollback", body))
 
 
 def channel_rm(repo: RemoteRepo, ref: str, *, by: str) -> Move:

@@ -37,10 +37,13 @@ def token_revoke(repo: RemoteRepo, name: str) -> TokenInfo:
 
 
 def protect(
-    repo: RemoteRepo, channel: str, role: str = "maintainer", *, by: str
+    repo: RemoteRepo, channel: str, role: str = "maintainer", *, by: str, signed: bool = False
 ) -> ProtectedChannel:
-    """Moving CHANNEL (on every line) on the registry now needs ROLE."""
+    """Moving CHANNEL (on every line) on the registry now needs ROLE (and with SIGNED, a
+    signature by one of the registry's trusted keys)."""
     body = {"channel": channel, "role": role}
+    if signed:  # sent only when asked: a registry that predates it still takes the rest
+        body["signed"] = True
     return decode(ProtectedChannel, repo.client.post("/protected", body))
 
 

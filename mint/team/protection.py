@@ -1,6 +1,7 @@
 """Protected channels: moving one (promote, rollback) needs a role, forcing one needs admin,
 and approvals for it count only from identities other than the commit's author and pusher
-(the gate's side of that is `mint.gates.checks.self_approvers`)."""
+(the gate's side of that is `mint.gates.checks.self_approvers`). A channel protected as
+signed moves only with a signed statement by a trusted key (`mint.signing.moves`)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,14 @@ class ProtectedChannel:
     role: Access
     created_at: str
     created_by: str
+    signed: bool = False  # every move needs a signature by a trusted key
 
 
-def protect(repo: Repo, channel: str, role: str = "maintainer", *, by: str) -> ProtectedChannel:
-    """Moving CHANNEL (on every line) now needs ROLE; protecting again changes the role."""
+def protect(
+    repo: Repo, channel: str, role: str = "maintainer", *, by: str, signed: bool = False
+) -> ProtectedChannel:
+    """Moving CHANNEL (on every line) now needs ROLE, and with SIGNED a signature by a trusted
+    key; protecting again changes both."""
     check_name("channel", channel)
     access = parse_role(role)
     if not access.allows(MOVE_ROLE):
@@ -37,7 +42,11 @@ def protect(repo: Repo, channel: str, role: str = "maintainer", *, by: str) -> P
         conn.execute(s.protected_channels.delete().where(p.channel == channel))
         conn.execute(
             s.protected_channels.insert().values(
-                channel=channel, role=access.value, created_at=utcnow(), created_by=by
+                channel=channel,
+                role=access.value,
+                created_at=utcnow(),
+                created_by=by,
+                signed=signed,
             )
         )
         return _protected(_row(conn, channel))
@@ -71,10 +80,18 @@ def is_protected(conn, channel: str) -> bool:
     return _row(conn, channel) is not None
 
 
+def needs_signature(conn, channel: str) -> bool:
+    """Whether moves of CHANNEL need a signed statement (one lookup by primary key)."""
+    p = s.protected_channels.c
+    return bool(conn.execute(sa.select(p.signed).where(p.channel == channel)).scalar())
+
+
 def _row(conn, channel: str):
     p = s.protected_channels.c
     return conn.execute(sa.select(s.protected_channels).where(p.channel == channel)).first()
 
 
 def _protected(r) -> ProtectedChannel:
-    return ProtectedChannel(r.channel, Access(r.role), iso(r.created_at), r.created_by)
+    return ProtectedChannel(
+        r.channel, Access(r.role), iso(r.created_at), r.created_by, bool(r.signed)
+    )

@@ -1,0 +1,53 @@
+"""Signed moves through a registry (issue 23): the key stays on this machine.
+
+The registry plans the move (`POST /promote/statement`, `/rollback/statement`: the statement
+of the move it would make now, nothing moved); this client checks that it is the move asked
+for, signs it here, and sends the bundle with the move, which the registry checks against
+the move it makes, under the channel's compare-and-swap. If the channel moved in between,
+the statement names another move and is refused (409): planned and signed again, a few times.
+"""
+
+from __future__ import annotations
+
+from mint.errors import InvalidObject, MoveStatementMismatch
+from mint.objects import Move
+from mint.remote.repo import RemoteRepo
+from mint.signing.bundle import load_private_key
+from mint.signing.moves import MoveStatement, SignedMove, sign_statement
+from mint.wire import decode, decode_list
+
+ATTEMPTS = 3
+
+
+def signed_move(
+    repo: RemoteRepo, path: str, body: dict, channel: str, sign, password: str | None
+) -> Move:
+    """The move PATH (/promote or /rollback) with BODY, signed here with the key in file
+    SIGN (PASSWORD) over the statement the registry plans for it."""
+    key = load_private_key(sign, password)  # a wrong key fails before any request
+    for attempt in range(ATTEMPTS):
+        planned = repo.client.post(f"{path}/statement", body)
+        if planned is None:  # nothing would move: the channel holds it already
+            return decode(Move, repo.client.post(path, body))
+        statement = decode(MoveStatement, planned)
+        if statement.channel != channel or statement.action not in _ACTIONS[path]:
+            raise InvalidObject("the registry planned another move than the one asked for")
+        bundle = sign_statement(statement, key)
+        try:
+            return decode(Move, repo.client.post(path, {**body, "signature": bundle.decode()}))
+        except MoveStatementMismatch:
+            if attempt == ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+_ACTIONS = {"/promote": ("promote", "force"), "/rollback": ("rollback",)}
+
+
+def history_verify(
+    repo: RemoteRepo, ref: str, *, n: int | None = None, before: int | None = None
+) -> list[SignedMove]:
+    """Moves of LINE@CHANNEL with what each signature says, against the registry's keys."""
+    return decode_list(
+        SignedMove, repo.client.get("/history/verified", ref=ref, n=n, before=before)
+    )

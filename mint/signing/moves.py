@@ -1,0 +1,318 @@
+"""Signed moves (issue 23): a promote or rollback signed as an in-toto statement.
+
+The statement names the move whole: its action, line and channel, the commit it moves from
+and to, the contract version and evaluations the gate used, who acts, the history entry it
+follows (the channel's state it was made against: a statement cannot be replayed after the
+channel moved away and back) and when it was signed. It is sealed the way a commit's
+signature is (`mint.signing.bundle`: a Sigstore bundle holding a DSSE envelope over the
+statement, one ECDSA signature by an elliptic-curve key, offline), checked inside the move's
+transaction against the move about to be made (the same statement, a trusted key, a
+signature that verifies) and kept beside the move's history entry (`move_signatures`). A
+channel protected as signed (`mint.team.protection`) moves only so.
+
+A signature can be made here, with the key (`SignHere`), or elsewhere, on the client of a
+registry, given as its bundle (`Given`); `PLAN` asks for the statement of the move without
+making it (the transaction is rolled back), which is what a client signs.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from mint import schema as s
+from mint.errors import MoveNotSigned, MoveStatementMismatch
+from mint.ids import RefKind, iso, utcnow
+from mint.objects import Move
+from mint.signing.bundle import (
+    MAX_BUNDLE,
+    MEDIA_TYPE,
+    PAYLOAD_TYPE,
+    STATEMENT_TYPE,
+    _envelope,
+    _hash_for,
+    load_private_key,
+    pae,
+)
+from mint.signing.keys import crypto, fingerprint, public_pem_of, trusted_keys
+from mint.team.protection import needs_signature
+
+PREDICATE_TYPE = "https://mint.dev/move/v1"
+UNSIGNED = "it carries no signature"
+
+
+@dataclass(frozen=True)
+class MoveStatement:
+    """What a signed move states (the predicate of its in-toto statement)."""
+
+    action: str  # promote | force | rollback
+    line: str
+    channel: str
+    from_: str | None  # the holder it replaces (None: the channel is new)
+    to: str | None
+    contract: str | None  # the id of the contract version the gate applied
+    evaluations: list[int]  # the evaluations the gate used
+    actor: str  # who moves it (a registry's token name)
+    after: int | None  # the channel's latest history entry before this move
+    at: str | None = None  # when it was signed
+
+
+@dataclass(frozen=True)
+class SignedMove:
+    """A history entry and what its signature says (`mint history --verify`)."""
+
+    move: Move
+    state: str  # unsigned | valid | invalid
+    key: str | None = None  # the trusted key's name, when valid
+    fingerprint: str | None = None  # the key the bundle names
+    why: str | None = None  # when invalid: the reason, in one line
+
+
+# --- the statement ----------------------------------------------------------------------
+
+
+def expected(conn, move: Move) -> MoveStatement:
+    """The statement of MOVE (its history row written, in CONN's transaction)."""
+    h = s.ref_history.c
+    q = (
+        sa.select(h.id)
+        .where(h.line == move.line, h.name == move.channel, h.kind == RefKind.CHANNEL)
+        .where(h.id < move.id)
+        .order_by(h.id.desc())
+        .limit(1)
+    )
+    after = conn.execute(q).scalar()
+    return MoveStatement(
+        str(move.action),
+        move.line,
+        move.channel,
+        move.from_,
+        move.to,
+        move.contract,
+        sorted(move.evaluations),
+        move.by,
+        after,
+    )
+
+
+def payload(st: MoveStatement) -> bytes:
+    """The in-toto statement of ST: its subject LINE@CHANNEL with the commit it moves to."""
+    predicate = {k.rstrip("_"): v for k, v in dataclasses.asdict(st).items()}
+    body = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": f"{st.line}@{st.channel}", "digest": {"sha256": st.to or ""}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate,
+    }
+    return json.dumps(body, indent=2, ensure_ascii=True).encode("utf-8")
+
+
+def seal(data: bytes, key) -> bytes:
+    """A Sigstore bundle holding a DSSE envelope of the in-toto DATA signed with KEY (an
+    elliptic-curve private key), laid out as `mint.signing.bundle.sign` lays out a commit's."""
+    _, ec = crypto()
+    signature = key.sign(pae(data), ec.ECDSA(_hash_for(key)))
+    bundle = {
+        "mediaType": MEDIA_TYPE,
+        "verificationMaterial": {
+            "publicKey": {"hint": fingerprint(public_pem_of(key.public_key()))},
+            "tlogEntries": [],
+        },
+        "dsseEnvelope": {
+            "payload": base64.b64encode(data).decode(),
+            "payloadType": PAYLOAD_TYPE,
+            "signatures": [{"sig": base64.b64encode(signature).decode(), "keyid": ""}],
+        },
+    }
+    return json.dumps(bundle, separators=(",", ":")).encode("utf-8")
+
+
+def sign_statement(st: MoveStatement, key) -> bytes:
+    """ST, stamped with the time now, sealed with KEY."""
+    return seal(payload(dataclasses.replace(st, at=iso(utcnow()))), key)
+
+
+def read(bundle: bytes) -> tuple[MoveStatement, bytes, bytes, str | None]:
+    """(statement, payload, signature, key hint) of BUNDLE; ValueError, in words, if it is
+    not a signed move statement (its signature is not checked here)."""
+    if len(bundle) > MAX_BUNDLE:
+        raise ValueError(f"it is larger than {MAX_BUNDLE} bytes")
+    (data, signature), hint = _envelope(bundle)
+    try:
+        st = json.loads(data)
+        if st["_type"] != STATEMENT_TYPE or st["predicateType"] != PREDICATE_TYPE:
+            raise ValueError("it is not a signed move statement")
+        p = st["predicate"]
+        fields = [f.name for f in dataclasses.fields(MoveStatement)]
+        found = MoveStatement(**{f: p[f.rstrip("_")] for f in fields})
+    except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise ValueError("it is not a signed move statement") from exc
+    except json.JSONDecodeError:
+        raise ValueError("its payload is not JSON") from None
+    return found, data, signature, hint if isinstance(hint, str) else None
+
+
+def _differences(found: MoveStatement, want: MoveStatement) -> str | None:
+    """The first field where the statement FOUND names another move than WANT, in words."""
+    names = {
+        "line": "line",
+        "channel": "channel",
+        "action": "action",
+        "from_": "from commit",
+        "to": "to commit",
+        "contract": "contract",
+        "evaluations": "evaluations",
+        "actor": "actor",
+        "after": "history entry",
+    }
+    for attr, word in names.items():
+        got, wanted = getattr(found, attr), getattr(want, attr)
+        if attr == "evaluations" and isinstance(got, list):
+            got = sorted(got, key=str)
+        if got != wanted:
+            return f"it names {word} {_shown(got)}, not {_shown(wanted)}"
+    return None
+
+
+def _shown(value) -> str:
+    if isinstance(value, str) and len(value) == 64:
+        return value[:12]
+    return "none" if value is None else str(value)[:100]
+
+
+def check(bundle: bytes, want: MoveStatement, keys: dict) -> tuple[str, str]:
+    """(key name, fingerprint) of the trusted key (KEYS: fingerprint -> (name, PEM)) whose
+    signature BUNDLE carries over the statement WANT. MoveNotSigned if it is not a
+    signature that verifies here, MoveStatementMismatch if it signs another move."""
+    ref = f"{want.line}@{want.channel}"
+    try:
+        found, data, signature, hint = read(bundle)
+    except ValueError as exc:
+        raise MoveNotSigned(ref, f"its signature is unreadable: {exc}") from None
+    if hint not in keys:
+        who = f"key {hint[:16]}" if hint else "a key it does not name"
+        raise MoveNotSigned(ref, f"it is signed by {who}, which is not trusted here")
+    name, pem = keys[hint]
+    if not _verifies(data, signature, pem):
+        raise MoveNotSigned(ref, "its signature does not verify with the key it names")
+    wrong = _differences(found, want)
+    if wrong:
+        raise MoveStatementMismatch(ref, f"the signed statement is for another move: {wrong}")
+    return name, hint
+
+
+def _verifies(data: bytes, signature: bytes, pem: bytes) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
+    serialization, ec = crypto()
+    key = serialization.load_pem_public_key(pem)
+    try:
+        key.verify(signature, pae(data), ec.ECDSA(_hash_for(key)))
+    except InvalidSignature:
+        return False
+    return True
+
+
+# --- in the move's transaction -------------------------------------------------------------
+
+
+class Planned(Exception):  # noqa: N818 - not an error: the answer to PLAN
+    """Raised with the statement of the move PLAN asked for (the transaction rolls back)."""
+
+    def __init__(self, statement: MoveStatement):
+        super().__init__("planned")
+        self.statement = statement
+
+
+class SignHere:
+    """Sign with the private key in a file here (loaded now: a wrong key or password fails
+    before anything moves)."""
+
+    def __init__(self, private_key: str | os.PathLike, password: str | None):
+        self.key = load_private_key(private_key, password)
+
+    def bundle(self, want: MoveStatement) -> bytes:
+        return sign_statement(want, self.key)
+
+
+@dataclass(frozen=True)
+class Given:
+    """A bundle made elsewhere (on a registry's client), checked against the move."""
+
+    data: bytes
+
+    def bundle(self, want: MoveStatement) -> bytes:
+        return self.data
+
+
+PLAN = object()  # the statement of the move, and nothing moves (never from the wire)
+
+
+def signing_of(sign=None, password: str | None = None, signature=None):
+    """How a move is signed: with the key in file SIGN, with SIGNATURE (a bundle's text, or
+    PLAN), or not (None)."""
+    if signature is PLAN:
+        return PLAN
+    if sign is not None:
+        return SignHere(sign, password)
+    if signature is not None:
+        return Given(signature.encode("utf-8", "surrogatepass"))
+    return None
+
+
+def settle(conn, move: Move, signing) -> None:
+    """In MOVE's transaction, its history row written: refuse an unsigned move of a channel
+    that needs a signature; check a signature against the move, and keep it beside it."""
+    if signing is None:
+        if needs_signature(conn, move.channel):
+            ref = f"{move.line}@{move.channel}"
+            raise MoveNotSigned(ref, f"{move.channel} moves only when signed; {UNSIGNED}")
+        return
+    want = expected(conn, move)
+    if signing is PLAN:
+        raise Planned(want)
+    bundle = signing.bundle(want)
+    _, hint = check(bundle, want, trusted_keys(conn))
+    conn.execute(
+        s.move_signatures.insert().values(
+            entry=move.id,
+            sha256=hashlib.sha256(bundle).hexdigest(),
+            bundle=bundle.decode("utf-8"),
+            key_hint=hint,
+            added_at=utcnow(),
+        )
+    )
+
+
+# --- history --verify ------------------------------------------------------------------
+
+
+def _reason(why: str) -> str:
+    return why.removeprefix("the signed statement is for another move: ")
+
+
+def verify_moves(conn, moves: list[Move]) -> list[SignedMove]:
+    """Each of MOVES with what its signature says against the keys trusted now."""
+    m = s.move_signatures.c
+    ids = [mv.id for mv in moves]
+    rows = {r.entry: r for r in conn.execute(sa.select(s.move_signatures).where(m.entry.in_(ids)))}
+    keys = trusted_keys(conn) if rows else {}
+    out = []
+    for mv in moves:
+        row = rows.get(mv.id)
+        if row is None:
+            out.append(SignedMove(mv, "unsigned"))
+            continue
+        try:
+            name, fp = check(row.bundle.encode("utf-8"), expected(conn, mv), keys)
+        except MoveNotSigned as exc:
+            out.append(SignedMove(mv, "invalid", None, row.key_hint, _reason(exc.why)))
+            continue
+        out.append(SignedMove(mv, "valid", name, fp))
+    return out
