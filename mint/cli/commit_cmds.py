@@ -41,13 +41,14 @@ def commit(ctx, line, directory, message, meta, base_name, sign_key, password_en
     pairs, password = parse_pairs(meta, "--meta"), password_from(password_env)
     sign_key = sign_key_from(sign_key)  # given no path: the configured signing.key
     r = None
-    if sign_key is None and not ctx.is_remote:
+    if not ctx.is_remote:
         # Before the database layer loads (mint.commits.early): an unchanged folder is
-        # answered from the stat cache, and a changed one starts copying into the store.
+        # answered from the stat cache (unless signed: --sign signs the head), and a changed
+        # one starts copying into the store.
         from mint.commits import early
 
         texts = (message, *(f"{k}={v}" for k, v in pairs.items()))
-        head = early.unchanged(ctx.path, directory, line, base_name, texts)
+        head = None if sign_key else early.unchanged(ctx.path, directory, line, base_name, texts)
         if head is not None and not as_json:  # mint.objects is not even imported
             return echo(f"nothing to commit: {directory} is identical to {line} ({short(head)})")
         if head is not None:
