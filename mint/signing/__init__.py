@@ -3,13 +3,14 @@
 `keys`: key pairs made here (the private key written 0600 and never read back by anything
 but the signer) and the public keys a repository trusts, by name. `bundle`: the format, a
 Sigstore bundle holding a DSSE envelope holding an in-toto statement that lists every file's
-sha256, built from the blob ids a commit already has (no second hashing pass) and signed by
-model_signing's elliptic-curve key signer, offline. `commits`: the bundles a commit carries,
-checked before they are kept, and `verify`, which says which trusted key signed a commit or a
-folder.
+sha256, built from the blob ids a commit already has (no second hashing pass) and signed
+offline with an elliptic-curve key, as model_signing's key signer signs it. `commits`: the
+bundles a commit carries, checked before they are kept, and `verify`, which says which trusted
+key signed a commit or a folder.
 
-model_signing is imported only when a signature is made or checked; without it, these say so
-in one error (`SigningUnavailable`).
+Bundles are made and checked with `cryptography` alone (model_signing, which loads sigstore,
+is imported by the tests only, which hold the format to it); without cryptography, these say
+so in one error (`SigningUnavailable`).
 """
 
 SIGNATURE_FILE = "model.sig"  # where model_signing's CLI writes and reads a folder's bundle
