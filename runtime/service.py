@@ -21,10 +21,9 @@ from mint.runtime.batching import BatchPolicy
 from mint.runtime.engine import open_engine
 from mint.runtime.evaluate import RouteEval, evaluate_routes, read_records
 from mint.runtime.loader import SharedBase
-from mint.runtime.metrics import Metrics
 from mint.runtime.packed import pack_loader
 from mint.runtime.runtime import Runtime
-from mint.runtime.signatures import SignatureGuard
+from mint.runtime.signatures import SignatureGuard, loading
 from mint.runtime.traces import TraceRecorder, through_registry
 
 log = logging.getLogger("mint.runtime")
@@ -110,14 +109,8 @@ def open_runtime(
     `recorder_for`), with the messages and the answer unless `trace_content` is False.
     `engine_url`: every forward pass on the vLLM server there (with mint's plugin, which
     fetches and verifies the adapters; `engine_key` its API key), not in this process.
-    `signatures`: serve only versions it passes (`mint serve --require-signed`), REV's first,
-    before anything of it is fetched or loaded."""
-    metrics, load_spec, target = Metrics(), functools.partial(api.set_spec, repo), rev
-    if signatures is not None:
-        signatures.metrics = metrics
-        target = signatures.check(rev)  # the commit judged; one line, before the base loads
-        load_spec = signatures.guarded(load_spec)
-    spec = api.set_spec(repo, target)
+    `signatures`: serve only what it passes (`mint serve --require-signed`, `loading`)."""
+    spec, load_spec, metrics = loading(repo, rev, signatures)
     watch, poll_interval = watch_for(repo, rev, poll_interval)
     base, load, verify = engine_for(
         base_dir_for(repo, spec, base_dir), repo, engine_url, engine_key
@@ -141,11 +134,16 @@ def open_runtime(
     runtime.canary_of = canary_reader(repo, rev)
     runtime.stage(spec)
     runtime.swap()
+    first_canary(runtime, rev)
+    return runtime
+
+
+def first_canary(runtime: Runtime, rev: str) -> None:
+    """Split off the open canary of REV's channel, if any (a failure leaves it for later)."""
     try:
         runtime.poll_canary()
     except Exception as exc:  # noqa: BLE001 - the holder serves; the follower tries again
         log.warning("reading the canary of %s: %s", rev, exc)
-    return runtime
 
 
 def engine_for(base_dir: str, repo, engine_url: str | None, engine_key: str | None):

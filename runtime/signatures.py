@@ -15,6 +15,7 @@ without being fetched, loaded or judged again.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 
@@ -71,3 +72,15 @@ class SignatureGuard:
             return load_spec(commit)
 
         return load
+
+
+def loading(repo, rev: str, guard: SignatureGuard | None):
+    """(REV's SetSpec, the runtime's `load_spec`, its Metrics). With GUARD: REV judged first
+    (one line, before the base loads), the very commit judged loaded (a move meanwhile is the
+    follower's to judge), and each later commit judged before it is fetched; refusals are
+    counted in the Metrics."""
+    metrics, load_spec = Metrics(), functools.partial(api.set_spec, repo)
+    if guard is None:
+        return load_spec(rev), load_spec, metrics
+    guard.metrics = metrics
+    return load_spec(guard.check(rev)), guard.guarded(load_spec), metrics

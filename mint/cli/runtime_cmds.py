@@ -135,7 +135,8 @@ def token_options(fn):
 
 def signature_options(fn):
     """`--require-signed` and `--keys NAME,...`: serve only signed versions; the function
-    receives `signatures(repo)`, which makes the guard (None without --require-signed)."""
+    receives `signatures(repo, rev)`, which makes the guard and judges REV with it (None
+    without --require-signed)."""
 
     @click.option(
         "--require-signed",
@@ -153,13 +154,15 @@ def signature_options(fn):
         if keys is not None and not require_signed:
             raise click.UsageError("--keys needs --require-signed")
 
-        def signatures(repo):
+        def signatures(repo, rev: str):
             if not require_signed:
                 return None
             from mint.runtime.signatures import SignatureGuard
             from mint.signing.policy import parse_keys
 
-            return SignatureGuard.open(repo, parse_keys(keys))
+            guard = SignatureGuard.open(repo, parse_keys(keys))
+            guard.check(rev)
+            return guard
 
         return fn(*args, signatures=signatures, **kwargs)
 
@@ -252,15 +255,11 @@ def serve(
 
     log_to_stderr()  # a line per swap, canary start and stop, and reconnect
     checks = client_checks(repo, host, token_env, registry_tokens)
-    if not no_traces and getattr(repo, "is_remote", False) and repo.whoami()["role"] == "reader":
-        warn("mint: a reader's token records no traces on the registry (a writer's does)")
-        no_traces = True
+    no_traces = no_traces or reader_records_nothing(repo)
     from mint.runtime.service import open_runtime
 
     check_port(host, port)
-    guard = signatures(repo)
-    if guard is not None:
-        guard.check(rev)  # one line before anything starts (a vLLM server, the base)
+    guard = signatures(repo, rev)  # REV judged: one line before a vLLM server or base starts
     with engine_at(engine, engine_url, repo, rev, base_dir) as url:
         runtime = open_runtime(
             repo,
@@ -278,6 +277,15 @@ def serve(
         on = f" on vLLM at {url}" if url else ""
         warn(f"mint: serving {rev} ({short(runtime.active.id)}){on} on http://{host}:{port}")
         serve_until_stopped(runtime, host, port, checks)
+
+
+def reader_records_nothing(repo) -> bool:
+    """Whether REPO is a registry reached with a reader's token, which records no traces
+    there (said in one warning)."""
+    if getattr(repo, "is_remote", False) and repo.whoami()["role"] == "reader":
+        warn("mint: a reader's token records no traces on the registry (a writer's does)")
+        return True
+    return False
 
 
 def serve_until_stopped(runtime, host: str, port: int, checks: list) -> None:
