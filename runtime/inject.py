@@ -91,6 +91,7 @@ class FastLora:
             return False
         if plan[0][0].resolve_lora_variant(config=config) is not None:  # DoRA, aLoRA, ...
             return False
+        identity = torch.nn.Identity()  # stateless: one for every layer of this adapter
         for layer, a, b in plan:
             weight = layer.get_base_layer().weight
             dtype = _adapter_dtype(weight)
@@ -98,7 +99,7 @@ class FastLora:
             layer.r[name], layer.lora_alpha[name] = r, alpha
             layer.scaling[name] = alpha / (r**0.5) if config.use_rslora else alpha / r
             p = config.lora_dropout
-            layer.lora_dropout[name] = torch.nn.Dropout(p=p) if p > 0 else torch.nn.Identity()
+            layer.lora_dropout[name] = torch.nn.Dropout(p=p) if p > 0 else identity
             layer.lora_A[name] = _linear(a, weight.device, dtype, owned)
             layer.lora_B[name] = _linear(b, weight.device, dtype, owned)
             layer.lora_bias[name] = False
@@ -144,11 +145,14 @@ def _dicts() -> tuple:
 
 
 def _linear(weight: Any, device: Any, dtype: Any, owned: bool) -> Any:
-    """An nn.Linear (no bias) holding WEIGHT as its parameter, built without initialising."""
+    """An nn.Linear (no bias) holding WEIGHT as its parameter, built without initialising it:
+    `nn.Linear(...)` would fill a fresh weight with random numbers, only to drop it."""
     import torch
 
-    out, inp = weight.shape
-    module = torch.nn.Linear(inp, out, bias=False, device="meta")
+    module = torch.nn.Linear.__new__(torch.nn.Linear)
+    torch.nn.Module.__init__(module)
+    module.out_features, module.in_features = weight.shape
     value = weight.to(device=device, dtype=dtype, copy=not owned)
     module.weight = torch.nn.Parameter(value, requires_grad=False)
+    module.register_parameter("bias", None)
     return module.eval()

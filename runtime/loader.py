@@ -77,8 +77,8 @@ class PreparedAdapter:
     owned: bool = False  # the tensors own their memory (else they are views of a mapped file)
 
 
-def _check_tensors(commit_id: str, state: dict) -> None:
-    """Refuse empty files and tensors that are not finite floats."""
+def _check_tensors(commit_id: str, state: dict, finite: bool = True) -> None:
+    """Refuse empty files and tensors that are not floats, or (FINITE) not finite."""
     import torch
 
     if not state:
@@ -86,7 +86,7 @@ def _check_tensors(commit_id: str, state: dict) -> None:
     for key, tensor in state.items():
         if not tensor.is_floating_point():
             raise AdapterLoadError(commit_id, f"tensor {key} is {tensor.dtype}, not a float")
-        if not bool(torch.isfinite(tensor).all()):
+        if finite and not bool(torch.isfinite(tensor).all()):
             raise AdapterLoadError(commit_id, f"tensor {key} holds NaN or infinite values")
 
 
@@ -161,14 +161,15 @@ class SharedBase:
         return self.prepare_state(files, read_weights(files.weights, files.commit_id))
 
     def prepare_state(
-        self, files: AdapterFiles, state: dict, *, owned: bool = False
+        self, files: AdapterFiles, state: dict, *, owned: bool = False, finite: bool = False
     ) -> PreparedAdapter:
         """Check tensors already read (from a set's pack, say) against this base, as `prepare`
-        checks a file's; OWNED: they are the adapter's own memory, not views of a file."""
+        checks a file's; OWNED: they are the adapter's own memory, not views of a file;
+        FINITE: the caller checked that their values are finite (in one pass over them all)."""
         name = adapter_name(files.commit_id)
         self.loads += 1
         config = peft_config_from_dict(files.config, files.commit_id)
-        _check_tensors(files.commit_id, state)
+        _check_tensors(files.commit_id, state, finite=not finite)
         if not self._check_lora_shapes(files.commit_id, config, state):
             self._check_on_skeleton(files.commit_id, config, state)
         return PreparedAdapter(files.commit_id, name, config, state, owned)

@@ -59,18 +59,19 @@ def load_packed_engine(
     label_ids = label_sequences(base.tokenizer, spec.labels)
     names = [adapter_name(cid) for cid in wanted]
     for _ in range(3):  # a concurrent retire may unload a reused adapter; then prepare it too
-        prepared = [
-            base.prepare_state(wanted[cid], member_state(pack, held[cid]), owned=True)
-            for cid in wanted
-            if not base.has(adapter_name(cid))
-        ]
+        prepared = []
+        for cid in (c for c in wanted if not base.has(adapter_name(c))):
+            state, finite = member_state(pack, held[cid])
+            prepared.append(base.prepare_state(wanted[cid], state, owned=True, finite=finite))
         if base.acquire(prepared, names):
             return Engine(base, spec, label_ids)
     raise RuntimeError("adapters kept being unloaded while staging")  # pragma: no cover
 
 
-def member_state(pack: packs.Pack, member: dict) -> dict:
-    """One member's tensors: one copy of its slice of the pack, viewed as each tensor."""
+def member_state(pack: packs.Pack, member: dict) -> tuple[dict, bool]:
+    """One member's tensors (one copy of its slice of the pack, viewed as each tensor), and
+    whether one pass over the whole slice (tensors of one float dtype, and the zero padding
+    between them) found every value finite; False leaves the check to `prepare_state`."""
     import torch
 
     dtypes = _dtypes()
@@ -84,7 +85,16 @@ def member_state(pack: packs.Pack, member: dict) -> dict:
         if dtype is None:
             raise AdapterLoadError(member["commit"], f"tensor {t['name']} is {t['dtype']}")
         state[t["name"]] = chunk[lo : lo + t["length"]].view(dtype).view(t["shape"])
-    return state
+    kinds = {v.dtype for v in state.values()}
+    finite = False
+    if len(kinds) == 1 and state:
+        (kind,) = kinds
+        size = torch.empty((), dtype=kind).element_size()
+        if kind.is_floating_point and len(chunk) % size == 0:
+            # a NaN or an infinity makes the sum NaN or infinite; a finite sum proves them all
+            # finite (one that overflows falls back to the check of each tensor)
+            finite = bool(torch.isfinite(chunk.view(kind).sum()))
+    return state, finite
 
 
 def _dtypes() -> dict:

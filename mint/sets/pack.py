@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -156,11 +157,14 @@ def _safetensors_header(raw: memoryview, blob_id: str):
     return parse_header(bytes(raw[: 8 + n]), len(raw), f"blob {blob_id[:12]}")
 
 
-def read_whole(path: str | Path) -> bytearray:
-    """A file's bytes in one buffer, read with as few system calls as the kernel allows."""
+def read_whole(path: str | Path) -> mmap.mmap | bytes:
+    """A file's bytes in one private, writable buffer, read with as few system calls as the
+    kernel allows. The buffer is anonymous memory (no zero-filling pass before the read)."""
     with open(path, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
-        buf = bytearray(size)
+        if size == 0:
+            return b""
+        buf = mmap.mmap(-1, size)
         view, got = memoryview(buf), 0
         while got < size:
             n = f.readinto(view[got:])
@@ -198,7 +202,7 @@ def read(repo: Repo, set_id: str) -> Pack:
             repo.store.delete(pack_id)
     data = build(repo.store, set_id, members)
     pack_id = record(repo, set_id, data)
-    return _parse(pack_id, bytearray(data), set_id, rebuilt=True)
+    return _parse(pack_id, bytearray(data), set_id, rebuilt=True)  # writable, as a read is
 
 
 def record(repo: Repo, set_id: str, data: bytes) -> str:
@@ -217,7 +221,7 @@ def record(repo: Repo, set_id: str, data: bytes) -> str:
     return put.id
 
 
-def _parse(pack_id: str, buf: bytearray, set_id: str, rebuilt: bool = False) -> Pack:
+def _parse(pack_id: str, buf, set_id: str, rebuilt: bool = False) -> Pack:
     """The header and data of verified bytes; a pack of another format or set is refused."""
     view = memoryview(buf)
     bad = InvalidObject(f"pack {pack_id[:12]} is not a pack of set {set_id[:12]}")
