@@ -6,7 +6,6 @@ refers to a blob. Everything here works on any store, local or remote.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import os
@@ -46,6 +45,8 @@ def _sync_file_range():
     if not sys.platform.startswith("linux"):
         return None
     try:
+        import ctypes  # on first use: a command that writes no blob does not load it
+
         fn = ctypes.CDLL(None, use_errno=True).sync_file_range
     except (AttributeError, OSError):
         return None

@@ -67,6 +67,46 @@ def test_log_in_a_fresh_process_imports_no_heavy_library(repo, models):
     assert not [m for m in others if f"mint.cli.{m}" in modules]
 
 
+# Nor what only other commands use (issue 24): ctypes (the store's writeback hint), the
+# traces (show's dataset), the safetensors reader (diff), the commit's pass and stat cache,
+# signing, sets and the porcelain.
+NOT_FOR_LOG = (
+    "ctypes",
+    "mint.traces",
+    "mint.commits.safetensors",
+    "mint.commits.ingest",
+    "mint.commits.statcache",
+    "mint.signing",
+    "mint.sets",
+    "mint.porcelain",
+    "mint.backend",
+)
+
+
+def test_log_loads_nothing_only_other_commands_use(repo, models):
+    api.base_add(repo, "tiny-llama", models["base"])
+    api.commit(repo, "chat", models["a1"], "first", author="test")
+    proc, modules = imported_by("--repo", str(repo.root), "log", "-n", "20")
+    assert proc.returncode == 0, proc
+    unused = [p for p in NOT_FOR_LOG if p != "ctypes" or repo.db.dialect == "sqlite"]
+    assert {p: loaded(modules, p) for p in unused} == {p: [] for p in unused}  # psycopg: ctypes
+
+
+def test_an_unchanged_recommit_loads_no_database_layer(tmp_path, models):
+    """Answered from the stat cache and the SQLite file (mint.commits.early): neither
+    SQLAlchemy nor mint's objects and schema, let alone the heavy libraries."""
+    repo, _ = api.init(tmp_path / "repo")
+    api.base_add(repo, "tiny-llama", models["base"])
+    made = api.commit(repo, "chat", models["a1"], "first", author="test")
+    repo.close()
+    args = ("--repo", str(tmp_path / "repo"), "commit", "chat", str(models["a1"]), "-m", "x")
+    proc, modules = imported_by(*args)
+    assert proc.returncode == 0 and made.id[:12] in proc.stdout, proc
+    assert proc.stdout.startswith("nothing to commit"), proc
+    unused = (*HEAVY, "sqlalchemy", "mint.db", "mint.schema", "mint.objects", "mint.porcelain")
+    assert {p: loaded(modules, p) for p in unused} == {p: [] for p in unused}
+
+
 def test_the_wrapper_sees_a_heavy_import():
     """The check above can fail: `mint serve --help` loads the runtime's command module."""
     proc, modules = imported_by("serve", "--help")

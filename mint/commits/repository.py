@@ -12,7 +12,6 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits import rows
-from mint.commits.safetensors import read_tensor_float
 from mint.errors import (
     BlobMissing,
     WrongKind,
@@ -31,7 +30,6 @@ from mint.objects import (
 )
 from mint.refs import RefsContainer, find_line, resolve
 from mint.repo import Repo
-from mint.traces.export import known_dataset
 
 GC_RACE_ATTEMPTS = 3
 
@@ -95,6 +93,8 @@ def show(
         detail = rows.detail(conn, resolve(conn, rev).id, tensors, offset, limit)
         data = detail.meta.get("data")
         if isinstance(data, str) and data:
+            from mint.traces.export import known_dataset  # `mint log` does not load it
+
             detail = dataclasses.replace(detail, dataset=known_dataset(conn, data))
         return detail
 
@@ -171,4 +171,6 @@ def _rel_delta(repo: Repo, a: CommitDetail, ta: TensorEntry, b: CommitDetail, tb
 def _tensor(repo: Repo, commit: CommitDetail, t: TensorEntry):
     blob = commit.files[t.file].sha256
     repo.store.verify(blob)  # never compute from bytes that are not the committed ones
+    from mint.commits.safetensors import read_tensor_float
+
     return read_tensor_float(repo.store.local_path(blob), t.offset, t.nbytes, t.dtype)
