@@ -13,6 +13,7 @@ import pytest
 from mint import api
 from mint.cli import run_in_process
 from mint.errors import InvalidConfig, NotVerified
+from mint.remote.repo import RemoteRepo
 from mint.runtime.signatures import SignatureGuard
 from mint.vllm.adapters import AdapterSource
 
@@ -196,7 +197,8 @@ def test_the_gate_refuses_through_a_registry(repo, models, tmp_path, monkeypatch
     api.base_add(repo, "tiny-llama", models["base"])
     private = keys(repo, tmp_path, "alice", "bob")
     api.contract_add(repo, contract(tmp_path, SIGNED_PROD), by=USER)
-    monkeypatch.setenv("MINT_TOKEN", create_token(repo.root, "ada", "admin"))
+    token = create_token(repo.root, "ada", "admin")
+    monkeypatch.setenv("MINT_TOKEN", token)
     client, _ = api.init(tmp_path / "client")
     api.base_add(client, "tiny-llama", models["base"])
     client.close()
@@ -219,6 +221,11 @@ def test_the_gate_refuses_through_a_registry(repo, models, tmp_path, monkeypatch
         assert r.code == 0, r
         r = remote("gate", "chat", "--to", "production", "--json")
         assert signature_row(r.json())["found"] == "signed by alice"
+        # what `mint --repo URL serve --require-signed --keys alice` judges: by the registry's keys
+        guard = SignatureGuard.open(RemoteRepo(registry.url, token, cache=None), ["alice"])
+        assert guard.check("chat@production") == api.resolve(repo, "chat")
+        with pytest.raises(NotVerified, match="it is signed by bob, not by alice"):
+            guard.check("chat~1")
     assert api.resolve(repo, "chat@production") == api.resolve(repo, "chat")
 
 
@@ -283,6 +290,36 @@ def test_serve_keeps_the_signed_version_when_promoted_to_an_unsigned_one(repo, m
     log = served.output()
     assert f"staging set {set2[:12]} failed, still serving {ids['set'][:12]}" in log
     assert "it carries no signature" in log and "Traceback" not in log
+
+
+def test_a_runtime_judges_each_move_and_each_canary_before_it_fetches_anything(
+    repo, models, tmp_path
+):
+    """In the process: the follower's poll and the canary's split go through the guard; an
+    unsigned version is refused (counted, the holder still serving) by either door."""
+    from mint.runtime.service import open_runtime
+
+    ids = build_set(repo, models, tmp_path)
+    private = keys(repo, tmp_path, "alice")
+    for line, folder in (("router", "a1"), ("chat", "a2"), ("coding", "a3"), ("summary", "a2")):
+        api.commit(repo, line, models[folder], line, author=USER, sign=private["alice"])
+    api.promote(repo, ids["set"], "production", by=USER)
+    guard = SignatureGuard.open(repo, ["alice"])
+    runtime = open_runtime(repo, "macaron@production", str(models["base"]), signatures=guard)
+    try:
+        api.commit(repo, "chat", models["a1"], "chat v2", author=USER)
+        set2 = api.set_commit(repo, ids["folder"] / "mol.toml", "v2", author=USER).id
+        api.canary_start(repo, "macaron@production", set2, 0.5, by=USER)
+        assert runtime.poll_canary() is False and runtime.canary is None
+        api.canary_stop(repo, "macaron@production", by=USER)
+        api.promote(repo, set2, "production", by=USER)
+        runtime.retry_after = 0  # judged again at once, not 10 s later
+        assert runtime.poll() is False and runtime.active.id == ids["set"]
+        assert runtime.metrics.signature_refusals == {"unsigned": 2}
+        assert [r.ok for r in runtime.history[-2:]] == [False, False]
+        assert "it carries no signature" in runtime.history[-1].error
+    finally:
+        runtime.close()
 
 
 # --- the vLLM plugin's source ---------------------------------------------------------------
