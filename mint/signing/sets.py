@@ -248,9 +248,14 @@ def verify_set_folder(folder: Path, st: Statement, files: dict, keys, scratch: P
     """The members of a set's checkout FOLDER (whose model.sig, stating ST, verified over
     FILES), each member folder's model.sig verified against KEYS over that folder's files and
     the commit the verified mol.toml pins there; ValueError for the first that does not."""
-    mol = tomllib.loads((folder / MOL).read_text(encoding="utf-8"))
-    pins = {"router": mol["router"]["adapter"], "summary": mol["summary"]["adapter"]}
-    pins |= mol["experts"]
+    try:
+        mol = tomllib.loads((folder / MOL).read_text(encoding="utf-8"))
+        pins = {"router": mol["router"]["adapter"], "summary": mol["summary"]["adapter"]}
+        pins |= mol["experts"]
+        if not all(isinstance(v, str) for v in pins.values()):
+            raise TypeError
+    except (OSError, ValueError, KeyError, TypeError):  # TOML and UTF-8 errors are ValueErrors
+        raise ValueError(f"its {MOL} does not pin the set's members by commit") from None
     out = []
     for name, cid in pins.items():
         sig = f"{name}/{SIGNATURE_FILE}"
