@@ -97,6 +97,94 @@ def drop_cache(paths) -> int:
     return sum(int(x) for x in out.split() if x.isdigit())
 
 
+class Cases:
+    """The timed cases over one repository, its set and the folders it was committed from."""
+
+    def __init__(self, repo, folders: list[Path], base_dir: Path, set_id: str):
+        from mint import api
+        from mint.runtime.service import store_verifier
+
+        self.repo, self.folders, self.base_dir, self.set_id = repo, folders, base_dir, set_id
+        self.spec = api.set_spec(repo, set_id)
+        self.members = [self.spec.router, *self.spec.experts.values()]
+        assert len({m.commit_id for m in self.members}) == 16
+        self.warm = api.commit(repo, "warm", folders[16], "warm", author="bench").id
+        self.verify = store_verifier(repo)
+        self.cached: list[int] = []  # bytes fincore found cached after each drop
+
+    def peft_x16(self) -> float:
+        """PeftModel.load_adapter of each member's folder, onto a model holding one adapter."""
+        from peft import PeftModel
+
+        from mint.examples.tiny import load_base
+
+        model, _ = load_base(self.base_dir)
+        peft = PeftModel.from_pretrained(model, self.folders[16], adapter_name="warm")
+        self.cached.append(drop_cache(self.folders[:16]))
+        folders = self.folders[:16]
+        seconds, _ = c.timed(lambda: [peft.load_adapter(f, adapter_name=f.name) for f in folders])
+        assert len(peft.peft_config) == 17
+        return seconds
+
+    def stage(self, packed: bool, fast: bool = True, build: bool = False) -> float:
+        """Runtime.stage of the set onto a base holding one adapter: from its pack (PACKED;
+        BUILD: none recorded yet) or member by member; plain LoRAs added FAST or by peft."""
+        from mint import api, schema
+        from mint.runtime.batching import BatchPolicy
+        from mint.runtime.loader import SharedBase, adapter_name
+        from mint.runtime.packed import pack_loader
+        from mint.runtime.runtime import Runtime
+        from mint.sets import pack as packs
+
+        repo, spec = self.repo, self.spec
+        base = SharedBase.load(self.base_dir)
+        base.fast_lora = fast
+        base.acquire(
+            [base.prepare(api.set_spec(repo, self.warm).router)], [adapter_name(self.warm)]
+        )
+        load = pack_loader(repo, base, self.verify) if packed else None
+        runtime = Runtime(base, verify=self.verify, load=load, batching=BatchPolicy.off())
+        with repo.db.write() as conn:
+            pack = packs.pack_of(conn, self.set_id)
+            if build:  # no pack yet: the first stage builds it
+                conn.execute(schema.set_packs.delete())
+        if build:
+            repo.store.delete(pack)
+        files = [m.weights for m in self.members]
+        files += [repo.store.local_path(b) for b in spec.blobs]
+        if pack and repo.store.has(pack):
+            files.append(repo.store.local_path(pack))
+        self.cached.append(drop_cache(files))
+        try:
+            seconds, _ = c.timed(lambda: runtime.stage(spec))
+            assert len(base.loaded()) == 17
+        finally:
+            runtime.close()
+        return seconds
+
+    def pack_size(self) -> int:
+        from mint.sets import pack as packs
+
+        with self.repo.db.read() as conn:
+            return self.repo.store.size(packs.pack_of(conn, self.set_id))
+
+
+def report(times: dict[str, list[float]], title: str) -> tuple[float, float]:
+    """Print the table and the ratios; returns (packed vs peft, packed vs unpacked)."""
+    peft = c.median(times["peft load_adapter x16"])
+    rows = [
+        [name, min(t), c.median(t), max(t), f"{peft / c.median(t):.2f}x"]
+        for name, t in times.items()
+    ]
+    print(c.table(title, ["case", "min s", "median s", "max s", "speed-up vs peft"], rows))
+    ratio = peft / c.median(times["mint packed"])
+    verdict = "ok" if ratio >= 5 else "MISS"
+    print(f"\npacked vs peft load_adapter x16: {ratio:.2f}x faster (target >= 5x: {verdict})")
+    unpacked = c.median(times["mint unpacked"]) / c.median(times["mint packed"])
+    print(f"packed vs mint unpacked: {unpacked:.2f}x faster")
+    return ratio, unpacked
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=5)
@@ -104,108 +192,40 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--rank", type=int, default=16)
     args = p.parse_args(argv)
-
     import torch
-    from peft import PeftModel
-
-    from mint import api, schema
-    from mint.examples.tiny import load_base
-    from mint.runtime.batching import BatchPolicy
-    from mint.runtime.loader import SharedBase, adapter_name
-    from mint.runtime.packed import pack_loader
-    from mint.runtime.runtime import Runtime
-    from mint.runtime.service import store_verifier
-    from mint.sets import pack as packs
 
     torch.set_num_threads(1)
-    cached: list[int] = []
+    load_before = os.getloadavg()[0]
     with c.temp_repo("sqlite", "packed") as (repo, tmp):
-        folders, base_dir, set_id = build(tmp, repo, args)
-        spec = api.set_spec(repo, set_id)
-        members = [spec.router, *spec.experts.values()]
-        assert len({m.commit_id for m in members}) == 16
-        warm = folders[16]
-        verify = store_verifier(repo)
-
-        def peft_x16() -> float:
-            model, _ = load_base(base_dir)
-            peft = PeftModel.from_pretrained(model, warm, adapter_name="warm")
-            cached.append(drop_cache(folders[:16]))
-            seconds, _ = c.timed(
-                lambda: [peft.load_adapter(f, adapter_name=f.name) for f in folders[:16]]
-            )
-            assert len(peft.peft_config) == 17
-            return seconds
-
-        def mint_stage(packed: bool, fast: bool = True, build: bool = False) -> float:
-            base = SharedBase.load(base_dir)
-            base.fast_lora = fast
-            held = api.commit(repo, "warm", warm, "warm", author="bench").id
-            extra = api.set_spec(repo, held).router
-            base.acquire([base.prepare(extra)], [adapter_name(held)])
-            load = pack_loader(repo, base, verify) if packed else None
-            runtime = Runtime(base, verify=verify, load=load, batching=BatchPolicy.off())
-            if build:  # no pack yet: the first stage builds it
-                with repo.db.write() as conn:
-                    gone = packs.pack_of(conn, set_id)
-                    conn.execute(schema.set_packs.delete())
-                repo.store.delete(gone)
-            with repo.db.read() as conn:
-                pack = packs.pack_of(conn, set_id)
-            files = [m.weights for m in members]
-            files += [repo.store.local_path(b) for b in spec.blobs]
-            if pack and repo.store.has(pack):
-                files.append(repo.store.local_path(pack))
-            cached.append(drop_cache(files))
-            try:
-                seconds, _ = c.timed(lambda: runtime.stage(spec))
-                assert len(base.loaded()) == 17
-            finally:
-                runtime.close()
-            return seconds
-
-        cases = {
-            "peft load_adapter x16": peft_x16,
-            "mint unpacked, peft API": lambda: mint_stage(False, fast=False),
-            "mint unpacked": lambda: mint_stage(False),
-            "mint packed": lambda: mint_stage(True),
-            "mint packed, first stage": lambda: mint_stage(True, build=True),
+        cases = Cases(repo, *build(tmp, repo, args))
+        timed = {
+            "peft load_adapter x16": cases.peft_x16,
+            "mint unpacked, peft API": lambda: cases.stage(False, fast=False),
+            "mint unpacked": lambda: cases.stage(False),
+            "mint packed": lambda: cases.stage(True),
+            "mint packed, first stage": lambda: cases.stage(True, build=True),
         }
-        mint_stage(True)  # warm up: imports, and the pack built once
-        with repo.db.read() as conn:
-            pack_size = repo.store.size(packs.pack_of(conn, set_id))
-        weights = sum(os.path.getsize(f / "adapter_model.safetensors") for f in folders[:16])
-        times: dict[str, list[float]] = {name: [] for name in cases}
+        cases.stage(True)  # warm up: imports, and the pack built once
+        weights = sum(os.path.getsize(f / "adapter_model.safetensors") for f in cases.folders[:16])
+        pack_size = cases.pack_size()
+        times: dict[str, list[float]] = {name: [] for name in timed}
         for i in range(args.runs):  # interleaved, in a rotating order
-            names = list(cases)
-            names = names[i % len(names) :] + names[: i % len(names)]
-            for name in names:
-                times[name].append(cases[name]())
-
-    base = c.median(times["peft load_adapter x16"])
-    rows = [
-        [name, min(t), c.median(t), max(t), f"{base / c.median(t):.2f}x"]
-        for name, t in times.items()
-    ]
-    print(
-        c.table(
-            f"staging a 16-member set from cold ({weights / 1e6:.1f} MB of weights, "
-            f"pack {pack_size / 1e6:.1f} MB; rank {args.rank}, hidden {args.hidden}, "
-            f"{args.layers} layers; {args.runs} runs)",
-            ["case", "min s", "median s", "max s", "speed-up vs peft"],
-            rows,
-        )
+            names = list(timed)
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                times[name].append(timed[name]())
+    title = (
+        f"staging a 16-member set from cold ({weights / 1e6:.1f} MB of weights, pack "
+        f"{pack_size / 1e6:.1f} MB; rank {args.rank}, hidden {args.hidden}, {args.layers} "
+        f"layers; {args.runs} runs; load average {load_before:.1f} to {os.getloadavg()[0]:.1f})"
     )
-    ratio = c.median(times["peft load_adapter x16"]) / c.median(times["mint packed"])
-    print(f"\npacked vs peft load_adapter x16: {ratio:.2f}x faster (target >= 5x: "
-          f"{'ok' if ratio >= 5 else 'MISS'})")  # fmt: skip
-    unpacked = c.median(times["mint unpacked"]) / c.median(times["mint packed"])
-    print(f"packed vs mint unpacked: {unpacked:.2f}x faster")
-    print(f"bytes still cached after each drop (fincore; -1: not measured): max {max(cached)}")
+    ratio, unpacked = report(times, title)
+    print(
+        f"bytes still cached after each drop (fincore; -1: not measured): max {max(cases.cached)}"
+    )
     c.write_json(
         "bench_packed",
         {"times": times, "ratio_vs_peft": ratio, "ratio_vs_unpacked": unpacked,
-         "weights_bytes": weights, "pack_bytes": pack_size, "cached_after_drop": max(cached),
+         "weights_bytes": weights, "pack_bytes": pack_size, "cached_after_drop": max(cases.cached),
          "args": vars(args)},
     )  # fmt: skip
     return 0

@@ -333,6 +333,7 @@ class SharedBase:
                     # deleting the active adapter makes peft warn; make a survivor active first
                     self._peft.set_adapter(next(iter(self._refs)))
                     self._peft.delete_adapter(name)
+                    self._fast.forget_layers()  # look the wrapped layers up again
 
     def loaded(self) -> dict[str, int]:
         """Adapter name -> number of loaded set versions that use it."""

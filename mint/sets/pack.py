@@ -208,16 +208,19 @@ def read(repo: Repo, set_id: str) -> Pack:
 def record(repo: Repo, set_id: str, data: bytes) -> str:
     """Store a pack's bytes and name it as the set's pack (replacing another). Returns its id."""
     put = repo.store.put_bytes(data)
-    with repo.db.write() as conn:
-        repo.db.guard_blobs(conn, exclusive=False)  # gc deletes nothing while we record
-        if not repo.store.has(put.id):  # gc took it between the put and the lock
-            repo.store.put_bytes(data)
-        conn.execute(s.set_packs.delete().where(s.set_packs.c.set_id == set_id))
-        conn.execute(
-            s.set_packs.insert().values(
-                set_id=set_id, pack_id=put.id, size=len(data), built_at=utcnow()
-            )
-        )
+    for attempt in range(2):  # two servers recording the same set's pack at once: one wins
+        try:
+            with repo.db.write() as conn:
+                repo.db.guard_blobs(conn, exclusive=False)  # gc deletes nothing meanwhile
+                if not repo.store.has(put.id):  # gc took it between the put and the lock
+                    repo.store.put_bytes(data)
+                conn.execute(s.set_packs.delete().where(s.set_packs.c.set_id == set_id))
+                row = dict(set_id=set_id, pack_id=put.id, size=len(data), built_at=utcnow())
+                conn.execute(s.set_packs.insert().values(**row))
+            break
+        except sa.exc.IntegrityError:
+            if attempt:
+                raise
     return put.id
 
 
