@@ -206,6 +206,8 @@ def test_the_gate_refuses_through_a_registry(repo, models, tmp_path, monkeypatch
     with running_registry(repo.root) as registry:
         remote = lambda *a: Result(*run_in_process(["--repo", registry.url, *map(str, a)]))  # noqa: E731
         assert local("remote", "add", "origin", registry.url).code == 0
+        shown = remote("contract", "show", "prod", "--json").json()
+        assert shown["signature"] == {"required": True, "keys": ["alice"]}
 
         def pushed(folder, *sign) -> str:
             assert local("commit", "chat", folder, "-m", "v", *sign).code == 0
