@@ -8,6 +8,7 @@ client downloads; a byte of the stored blob is flipped on disk between downloads
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -50,17 +51,23 @@ def nothing_landed(cache: Path, blob: str) -> bool:
     return not kept and not any(p.name == WEIGHTS for p in cache.rglob("*"))
 
 
-@pytest.fixture
-def served(repo, models, tmp_path):
-    """REPO with LINE (adapter a1) behind a registry; yields (registry, token, weights blob
-    id, the blob's file, the weights' bytes)."""
+@contextlib.contextmanager
+def serving(repo, models, env: dict | None = None):
+    """REPO with LINE (adapter a1) behind a registry (ENV added to its environment); yields
+    (registry, token, weights blob id, the blob's file, the weights' bytes)."""
     api.base_add(repo, "tiny-llama", models["base"])
     api.commit(repo, LINE, models["a1"], "one", author="alice")
     data = (models["a1"] / WEIGHTS).read_bytes()
     blob = hashlib.sha256(data).hexdigest()
     token = create_token(repo.root, "reader", "reader")
-    with running_registry(repo.root) as registry:
+    with running_registry(repo.root, env=env) as registry:
         yield registry, token, blob, repo.store.local_path(blob), data
+
+
+@pytest.fixture
+def served(repo, models):
+    with serving(repo, models) as got:
+        yield got
 
 
 def download(registry, token: str, cache: Path) -> Path:
@@ -126,3 +133,29 @@ def test_whole_files_and_ranges_are_the_blobs_bytes(served, tmp_path):
             part = httpx.get(url, headers={**auth, "Range": spec})
             assert part.status_code == 206 and part.content == want, spec
             assert int(part.headers["content-length"]) == len(want)
+
+
+def test_a_blob_checked_while_it_is_sent_breaks_off_then_is_refused(repo, models, tmp_path):
+    # A threshold of 0 bytes: every whole blob this process has not checked yet is hashed
+    # while it is sent (as blobs over 2 GiB are), its last read held back until the hash.
+    with serving(repo, models, {"MINT_REGISTRY_CHECK_BEFORE": "0"}) as served:
+        registry, token, blob, stored, data = served
+        assert download(registry, token, tmp_path / "good").read_bytes() == data
+        flip_byte(stored, len(data) - 1)
+        auth = {"Authorization": f"Bearer {token}"}
+        url = f"{registry.url}/{LINE}/resolve/main/{WEIGHTS}"
+        got = b""
+        with pytest.raises(httpx.RemoteProtocolError):  # the answer breaks off before its end
+            with httpx.stream("GET", url, headers=auth) as r:
+                assert r.status_code == 200
+                for chunk in r.iter_raw():
+                    got += chunk
+        assert len(got) < len(data)
+        again = httpx.get(url, headers=auth)  # known damaged now: a clean error at once
+        assert again.status_code == 500 and "corrupt" in again.text
+        with pytest.raises(HfHubHTTPError) as err:
+            download(registry, token, tmp_path / "bad")
+        assert err.value.response.status_code == 500 and "mint fsck" in str(err.value)
+        assert nothing_landed(tmp_path / "bad", blob)
+        flip_byte(stored, len(data) - 1)
+        assert download(registry, token, tmp_path / "again").read_bytes() == data

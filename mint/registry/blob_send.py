@@ -16,6 +16,11 @@ hashes each blob once again) and are bounded.
 The check comes before the answer, not while it is sent (the old way held back the last chunk
 and broke the connection off on a mismatch): a ranged request (a client resuming) is checked
 like a whole one, and a damaged blob gets a clean error status instead of a cut connection.
+Only a whole blob over `CHECK_BEFORE` bytes (2 GiB; `MINT_REGISTRY_CHECK_BEFORE` sets it) that
+the process has not checked yet is hashed while it is sent, the last read held back until the
+hash is known (hashing it first could outlast the client's wait for the answer's head): a
+damaged one breaks off before its end, and is then refused at once with a clean 500 (the
+Hub client tries again), until the file changes.
 
 Stores that are not local (S3's small blobs, the memory store) stream `verified_chunks` as
 before; a range of them is cut from the whole blob's verified bytes.
@@ -44,8 +49,13 @@ log = logging.getLogger(__name__)
 READ_CHUNK = 4 << 20  # bytes a read hands the server when it cannot send the file itself
 SENDFILE = "mint.sendfile"  # the scope extension serving.Protocol offers (zero-copy)
 MARKERS = 1 << 16  # blobs whose check a process remembers (least recently sent forgotten)
+# A whole blob over this size not yet checked by the process is checked while it is sent, not
+# before: hashing it first would keep a client waiting for the answer's head longer than
+# huggingface_hub waits (10 s) on a slow machine.
+CHECK_BEFORE = int(os.environ.get("MINT_REGISTRY_CHECK_BEFORE", 2 << 30))
 
 _verified: collections.OrderedDict[str, tuple[int, ...]] = collections.OrderedDict()
+_damaged: dict[str, tuple[int, ...]] = {}  # found damaged while sent: refused at once after
 _lock = threading.Lock()
 
 
@@ -57,31 +67,53 @@ def forget() -> None:
     """Drop every marker (tests; a server never needs to)."""
     with _lock:
         _verified.clear()
+        _damaged.clear()
 
 
-def open_verified(store: LocalObjectStore, blob_id: str) -> BinaryIO:
-    """The blob's file, open, its bytes checked against BLOB_ID: by the marker when the open
-    file is the one checked before, else by hashing it now (then marked). BlobMissing,
-    BlobCorrupt (logged for the server's operator)."""
+def _marked(blob_id: str, key: tuple[int, ...]) -> bool:
+    with _lock:
+        known = _verified.get(blob_id) == key
+        if known:
+            _verified.move_to_end(blob_id)
+    return known
+
+
+def _mark(blob_id: str, key: tuple[int, ...]) -> None:
+    with _lock:
+        _verified[blob_id] = key
+        while len(_verified) > MARKERS:
+            _verified.popitem(last=False)
+
+
+def _corrupt(blob_id: str, actual: str) -> BlobCorrupt:
+    log.error("blob %s is corrupt in the store; run `mint fsck`", blob_id)
+    return BlobCorrupt(blob_id, actual)
+
+
+def open_verified(
+    store: LocalObjectStore, blob_id: str, whole: bool = False
+) -> tuple[BinaryIO, tuple[int, ...] | None]:
+    """The blob's file, open, and None once its bytes are known to be BLOB_ID's: by the
+    marker when the open file is the one checked before, else by hashing it now (then
+    marked). With WHOLE (the whole blob is to be sent) a blob over CHECK_BEFORE bytes is not
+    hashed here but returned with its key, to be checked while it is sent (`FileSpan`).
+    Raises BlobMissing, or BlobCorrupt (logged for the server's operator)."""
     f = store.open(blob_id)
     try:
         key = _key(os.fstat(f.fileno()))
-        with _lock:
-            known = _verified.get(blob_id) == key
-            if known:
-                _verified.move_to_end(blob_id)
-        if not known:
-            actual = hashlib.file_digest(f, "sha256").hexdigest()
-            if actual != blob_id:
-                log.error("blob %s is corrupt in the store; run `mint fsck`", blob_id)
-                raise BlobCorrupt(blob_id, actual)
-            if _key(os.fstat(f.fileno())) != key:  # changed while it was read: not marked
-                raise BlobCorrupt(blob_id, "a file that changed while it was read")
-            with _lock:
-                _verified[blob_id] = key
-                while len(_verified) > MARKERS:
-                    _verified.popitem(last=False)
-        return f
+        if _marked(blob_id, key):
+            return f, None
+        if _damaged.get(blob_id) == key:
+            raise _corrupt(blob_id, "other bytes (found when it was last sent)")
+        if whole and key[2] > CHECK_BEFORE:
+            return f, key
+        actual = hashlib.file_digest(f, "sha256").hexdigest()
+        if actual != blob_id:
+            raise _corrupt(blob_id, actual)
+        if _key(os.fstat(f.fileno())) != key:  # changed while it was read: not marked
+            raise _corrupt(blob_id, "a file that changed while it was read")
+        _mark(blob_id, key)
+        return f, None
     except BaseException:
         f.close()
         raise
@@ -105,12 +137,16 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
 
 
 class FileSpan(Response):
-    """Bytes START..START+COUNT-1 of an open (verified) file, sent by the server's sendfile
-    when it offers it, else in large reads; the file is closed once sent."""
+    """Bytes START..START+COUNT-1 of an open file, sent by the server's sendfile when it
+    offers it, else in large reads; the file is closed once sent. With KEY (a whole blob not
+    yet checked) the bytes are hashed as they are read and the last read is held back until
+    the hash is known: a damaged blob is never sent whole (the connection breaks off), and a
+    good one is marked once sent."""
 
     def __init__(self, f: BinaryIO, blob_id: str, span: tuple[int, int], status: int, **kw):
         start, count = span[0], span[1] - span[0] + 1
         kw["headers"] = {**kw["headers"], "Content-Length": str(count)}
+        self.key = kw.pop("key", None)
         super().__init__(None, status, **kw)
         self.file, self.blob_id, self.start, self.count = f, blob_id, start, count
 
@@ -119,20 +155,50 @@ class FileSpan(Response):
             start = {"status": self.status_code, "headers": self.raw_headers}
             await send({"type": "http.response.start", **start})
             sendfile = scope.get("extensions", {}).get(SENDFILE)
-            if self.count and sendfile is not None and scope.get("method") != "HEAD":
+            if not self.count or scope.get("method") == "HEAD":
+                pass
+            elif self.key is not None:
+                await self._checked(send)
+            elif sendfile is not None:
                 await sendfile(self.file, self.start, self.count)
-            elif self.count and scope.get("method") != "HEAD":
+            else:
                 offset, end = self.start, self.start + self.count
                 while offset < end:
-                    n = min(READ_CHUNK, end - offset)
-                    chunk = await run_in_threadpool(os.pread, self.file.fileno(), n, offset)
-                    if not chunk:  # a verified read-only file does not shrink, unless damaged
-                        raise BlobCorrupt(self.blob_id, "a file shorter than its size")
+                    chunk = await run_in_threadpool(self._read, offset, end - offset)
                     offset += len(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             self.file.close()
+
+    def _read(self, offset: int, left: int) -> bytes:
+        chunk = os.pread(self.file.fileno(), min(READ_CHUNK, left), offset)
+        if not chunk:  # a checked read-only file does not shrink, unless damaged
+            raise _corrupt(self.blob_id, "a file shorter than its size")
+        return chunk
+
+    def _read_hashed(self, digest, offset: int) -> bytes:
+        chunk = self._read(offset, self.count - offset)
+        digest.update(chunk)
+        return chunk
+
+    async def _checked(self, send: Send) -> None:
+        digest, held, offset = hashlib.sha256(), b"", 0
+        while offset < self.count:
+            chunk = await run_in_threadpool(self._read_hashed, digest, offset)
+            offset += len(chunk)
+            if held:
+                await send({"type": "http.response.body", "body": held, "more_body": True})
+            held = chunk
+        if digest.hexdigest() != self.blob_id:
+            with _lock:  # the client's next try (huggingface_hub retries) gets a clean 500
+                _damaged[self.blob_id] = self.key
+                if len(_damaged) > MARKERS:
+                    _damaged.pop(next(iter(_damaged)))
+            raise _corrupt(self.blob_id, digest.hexdigest())
+        if _key(os.fstat(self.file.fileno())) == self.key:
+            _mark(self.blob_id, self.key)
+        await send({"type": "http.response.body", "body": held, "more_body": True})
 
 
 def blob_body(
@@ -151,8 +217,9 @@ def blob_body(
     if span is not None:
         headers = {**headers, "Content-Range": f"bytes {start}-{end}/{size}"}
     if isinstance(store, LocalObjectStore):
-        f = open_verified(store, blob_id)
-        return FileSpan(f, blob_id, (start, end), status, headers=headers, media_type=media_type)
+        f, key = open_verified(store, blob_id, whole=span is None)
+        kw = {"headers": headers, "media_type": media_type, "key": key}
+        return FileSpan(f, blob_id, (start, end), status, **kw)
     from starlette.responses import StreamingResponse
 
     headers = {**headers, "Content-Length": str(end - start + 1)}
