@@ -10,6 +10,7 @@ The hub is a real olah serving git repos; the signatures are made by the unmodif
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mint import api
+from mint.signing.bundle import sign
 
 from conftest import one_line_error, refused
 from support.hubserver import HubServer
@@ -42,7 +44,8 @@ def _signed_folder(src: Path, dest: Path, key: Path, extra: dict | None = None) 
 def signed_hub(tmp_path_factory, models):
     """olah serving org/signed (signed by alice with model_signing's CLI), org/forged (a byte
     of its weights changed after signing), org/badsig (a byte of its signature changed),
-    org/extra (signs a file mint does not pull) and org/unsigned. Yields (server, alice's
+    org/extra (signs a file mint does not pull), org/minted (a mint checkout's model.sig, which
+    names its commit) and org/unsigned. Yields (server, alice's
     key pair)."""
     root = tmp_path_factory.mktemp("signed-hub")
     alice = api.key_generate(root / "alice")
@@ -71,6 +74,12 @@ def signed_hub(tmp_path_factory, models):
     server.repo("org/extra").commit({"": extra}, "signs more")
 
     server.repo("org/unsigned").commit({"": models["a1"], "README.md": "# unsigned\n"}, "x")
+
+    minted = root / "minted"  # a mint checkout's model.sig: it names the mint commit
+    shutil.copytree(models["a1"], minted)
+    digests = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in minted.iterdir()}
+    (minted / "model.sig").write_bytes(sign(digests, "minted", "3f2a" * 16, key))
+    server.repo("org/minted").commit({"": minted}, "a mint checkout")
     server.start("org/signed")
     yield server, alice
     server.stop()
@@ -142,6 +151,8 @@ def test_forged_repos_are_refused_in_one_line_and_nothing_is_stored(
     refused(based, repo, ["pull", "hf://org/forged", "--verify-signature"], differs)
     # a signature over a file mint does not pull signs no commit
     refused(based, repo, ["pull", "hf://org/extra"], "notes.txt is signed but not pulled")
+    # a mint checkout's model.sig names its commit, not the one a pull makes
+    refused(based, repo, ["pull", "hf://org/minted"], "it was made for mint commit 3f2a3f2a3f2a")
     # signed by alice, whom this repository does not trust
     refused(
         based,

@@ -53,7 +53,8 @@ def check_staged(folder: Path, where: str, keys: dict | None) -> Signer | None:
     if wrong:
         raise InvalidSignature(shown, f"it does not sign these files ({wrong})")
     if st.commit is not None:
-        raise InvalidSignature(shown, f"it was made for mint commit {st.commit[:12]}")
+        why = f"it was made for mint commit {st.commit[:12]}, not the one a pull makes"
+        raise InvalidSignature(shown, f"{why} (push that commit to a registry instead)")
     if keys is None:
         return None
     return _verified(bundle, st.hint, files, keys, where)
