@@ -220,3 +220,37 @@ def test_mint_serve_rebuilds_a_corrupt_pack_and_answers_alike(repo, models, maca
         assert server.stop() == 0
     assert "is corrupt" in server.output()
     repo.store.verify(bad)  # rebuilt by the server, under the same id
+
+
+def test_plain_loras_added_fast_give_the_logits_peft_gives(repo, models, macaron):
+    """Each member, added without peft's walks (from the pack, or from its file), computes
+    exactly the logits it computes when peft's add_adapter and state-dict loading add it."""
+    import torch
+
+    from mint.runtime.engine import load_engine
+    from mint.runtime.packed import load_packed_engine
+
+    ids, spec = macaron
+    bases = {how: SharedBase.load(models["base"]) for how in ("peft", "fast", "packed")}
+    bases["peft"].fast_lora = False
+    engines = {
+        "peft": load_engine(bases["peft"], spec),
+        "fast": load_engine(bases["fast"], spec),
+        "packed": load_packed_engine(bases["packed"], spec, repo=repo),
+    }
+    tokens = torch.tensor([bases["peft"].tokenizer("please fix the python bug")["input_ids"]])
+    names = engines["peft"].adapter_names()
+    assert len(names) == 4
+    logits = {}
+    for how, engine in engines.items():
+        assert engine.adapter_names() == names
+        for name in names:
+            with bases[how].using(name) as model:
+                logits[how, name] = model(input_ids=tokens).logits
+    for name in names:
+        assert torch.equal(logits["fast", name], logits["peft", name])
+        assert torch.equal(logits["packed", name], logits["peft", name])
+    # a1, a2 (chat and summary) and a3: three adapters that change the logits each their way
+    assert len({tuple(logits["peft", n][0, -1].tolist()) for n in names}) == 3
+    for engine in engines.values():
+        engine.close()
