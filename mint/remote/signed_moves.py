@@ -30,7 +30,7 @@ def signed_move(
         if planned is None:  # nothing would move: the channel holds it already
             return decode(Move, repo.client.post(path, body))
         statement = decode(MoveStatement, planned)
-        if statement.channel != channel or statement.action not in _ACTIONS[path]:
+        if not _asked(statement, path, channel, body.get("rev") or body.get("to")):
             raise InvalidObject("the registry planned another move than the one asked for")
         bundle = sign_statement(statement, key)
         try:
@@ -42,6 +42,18 @@ def signed_move(
 
 
 _ACTIONS = {"/promote": ("promote", "force"), "/rollback": ("rollback",)}
+_HEX = frozenset("0123456789abcdef")
+
+
+def _asked(st: MoveStatement, path: str, channel: str, rev: str | None) -> bool:
+    """Whether the planned statement ST is the move asked for, as far as this client can
+    tell: its channel and action, and the commit it moves to when REV is a commit id (or a
+    prefix of one). What this client signs, it checked."""
+    if st.channel != channel or st.action not in _ACTIONS[path]:
+        return False
+    if rev and len(rev) >= 7 and set(rev) <= _HEX:
+        return (st.to or "").startswith(rev)
+    return True
 
 
 def history_verify(
