@@ -184,14 +184,22 @@ class Protocol(H11Protocol):
         cycle = self.cycle
         if cycle is None or cycle.disconnected or self.transport.is_closing():
             return
-        self.conn.send_with_data_passthrough(h11.Data(data=_Span(count)))
-        end = offset + count
+        span = _Span(count)
         try:
-            while offset < end:
-                step = min(SENDFILE_STEP, end - offset)
-                offset += await asyncio.wait_for(
-                    self.loop.sendfile(self.transport, file, offset, step), self.request_timeout
-                )
+            for piece in self.conn.send_with_data_passthrough(h11.Data(data=span)):
+                if piece is not span:  # framing around the bytes (chunked: their length)
+                    self.transport.write(piece)
+                    continue
+                end = offset + count
+                while offset < end:
+                    step = min(SENDFILE_STEP, end - offset)
+                    sent = await asyncio.wait_for(
+                        self.loop.sendfile(self.transport, file, offset, step),
+                        self.request_timeout,
+                    )
+                    if not sent:  # the file is shorter than the answer said: end it
+                        raise RuntimeError("the file ended early")
+                    offset += sent
         except TimeoutError:
             log.info("closed a connection from %s: it stopped reading its response", _peer(self))
             self._cut_off(cycle)
