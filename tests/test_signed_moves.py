@@ -174,11 +174,24 @@ def test_a_statement_replayed_in_the_database_shows_which_move_it_names(repo, mi
     assert (state, why) == ("invalid", "it names channel production, not staging")
 
 
-def test_a_wrong_password_or_key_fails_before_anything_moves(repo, mint, two, tmp_path):
+def test_a_wrong_password_or_key_fails_before_anything_moves(
+    repo, mint, two, tmp_path, monkeypatch
+):
     ids, _, _ = two
     not_a_key = tmp_path / "x.pem"
     not_a_key.write_text("nothing")
     refused(mint, repo, ("promote", ids["c1"], "--to", "production", "--sign", not_a_key), "key")
+    monkeypatch.setenv("CI_KEY_PASSWORD", "correct horse")
+    carol = generate(mint, tmp_path / "carol", "--password-env", "CI_KEY_PASSWORD")
+    assert mint("key", "add", "carol", carol["public_key"]).code == 0
+    signing = ("promote", ids["c1"], "--to", "production", "--sign", carol["private_key"])
+    refused(mint, repo, signing, "encrypted")
+    monkeypatch.setenv("WRONG", "battery staple")
+    refused(mint, repo, (*signing, "--password-env", "WRONG"), "password is wrong")
+    r = mint(*signing, "--password-env", "CI_KEY_PASSWORD")
+    assert r.code == 0, r
+    assert verified(mint, "chat@production") == [("promote", "valid", "carol", None)]
+    assert "correct horse" not in r.out + r.err + stored_text(repo)
 
 
 # --- through a registry -------------------------------------------------------------------
