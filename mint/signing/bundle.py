@@ -106,12 +106,18 @@ def sign(
     field: a Sigstore bundle whose verificationMaterial names the key by `publicKey.hint`,
     holding a DSSE envelope of the statement with one ECDSA signature over its PAE); COMMIT,
     if given, named in the predicate. cryptography alone: model_signing is not imported."""
+    key = load_private_key(private_key, password)
+    return seal(statement(files, name, commit), key)
+
+
+def seal(payload: bytes, key) -> bytes:
+    """A Sigstore bundle whose verificationMaterial names KEY (an elliptic-curve private key)
+    by `publicKey.hint`, holding a DSSE envelope of the in-toto PAYLOAD with one ECDSA
+    signature over its PAE: a commit's signature, or a move's (`mint.signing.moves`)."""
     from cryptography.hazmat.primitives.asymmetric import ec
 
     from mint.signing.keys import fingerprint, public_pem_of
 
-    key = load_private_key(private_key, password)
-    payload = statement(files, name, commit)
     signature = key.sign(pae(payload), ec.ECDSA(_hash_for(key)))
     bundle = {
         "mediaType": MEDIA_TYPE,

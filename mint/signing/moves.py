@@ -4,7 +4,7 @@ The statement names the move whole: its action, line and channel, the commit it 
 and to, the contract version and evaluations the gate used, who acts, the history entry it
 follows (the channel's state it was made against: a statement cannot be replayed after the
 channel moved away and back) and when it was signed. It is sealed the way a commit's
-signature is (`mint.signing.bundle`: a Sigstore bundle holding a DSSE envelope over the
+signature is (`mint.signing.bundle.seal`: a Sigstore bundle holding a DSSE envelope over the
 statement, one ECDSA signature by an elliptic-curve key, offline), checked inside the move's
 transaction against the move about to be made (the same statement, a trusted key, a
 signature that verifies) and kept beside the move's history entry (`move_signatures`). A
@@ -17,7 +17,6 @@ making it (the transaction is rolled back), which is what a client signs.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import json
@@ -32,15 +31,14 @@ from mint.ids import RefKind, iso, utcnow
 from mint.objects import Move
 from mint.signing.bundle import (
     MAX_BUNDLE,
-    MEDIA_TYPE,
-    PAYLOAD_TYPE,
     STATEMENT_TYPE,
     _envelope,
     _hash_for,
     load_private_key,
     pae,
+    seal,
 )
-from mint.signing.keys import crypto, fingerprint, public_pem_of, trusted_keys
+from mint.signing.keys import crypto, trusted_keys
 from mint.team.protection import needs_signature
 
 PREDICATE_TYPE = "https://mint.dev/move/v1"
@@ -111,26 +109,6 @@ def payload(st: MoveStatement) -> bytes:
         "predicate": predicate,
     }
     return json.dumps(body, indent=2, ensure_ascii=True).encode("utf-8")
-
-
-def seal(data: bytes, key) -> bytes:
-    """A Sigstore bundle holding a DSSE envelope of the in-toto DATA signed with KEY (an
-    elliptic-curve private key), laid out as `mint.signing.bundle.sign` lays out a commit's."""
-    _, ec = crypto()
-    signature = key.sign(pae(data), ec.ECDSA(_hash_for(key)))
-    bundle = {
-        "mediaType": MEDIA_TYPE,
-        "verificationMaterial": {
-            "publicKey": {"hint": fingerprint(public_pem_of(key.public_key()))},
-            "tlogEntries": [],
-        },
-        "dsseEnvelope": {
-            "payload": base64.b64encode(data).decode(),
-            "payloadType": PAYLOAD_TYPE,
-            "signatures": [{"sig": base64.b64encode(signature).decode(), "keyid": ""}],
-        },
-    }
-    return json.dumps(bundle, separators=(",", ":")).encode("utf-8")
 
 
 def sign_statement(st: MoveStatement, key) -> bytes:
