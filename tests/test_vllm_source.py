@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mint import api
-from mint.errors import BaseMismatch, MintError, RevisionNotFound
+from mint.errors import BaseMismatch, InvalidConfig, InvalidName, MintError, RevisionNotFound
 from mint.store.errors import BlobCorrupt
 from mint.vllm.adapters import AdapterSource, matches, split_name
 from mint.vllm.follow import Follower
@@ -103,6 +103,9 @@ def test_another_base_and_unknown_names_are_refused(repo, models, chat, tmp_path
         source.fetch(str(models["base"]), "chat@nope")
     with pytest.raises(RevisionNotFound):
         source.fetch(str(models["base"]), "nosuch@production")
+    with pytest.raises(InvalidName) as caught:  # a name vLLM hands over that is not LINE@REV
+        source.fetch(str(models["base"]), "chat")
+    assert "\n" not in str(caught.value) and "not LINE@REV" in str(caught.value)
     api.commit(repo, "other", models["a3"], "x", author=USER, base="tiny")
     with pytest.raises(RevisionNotFound):  # a commit of chat is not one of other's
         source.fetch(str(models["base"]), f"other@{chat[0][:10]}")
@@ -162,3 +165,9 @@ def test_an_engine_url_with_no_vllm_behind_it_is_one_line(mint, chat, models):
     args = ("--engine", "vllm", "--engine-url", url, "--base-dir", models["base"])
     result = mint("serve", "chat@production", "--port", str(free_port()), *args)
     assert url in one_line_error(result, "no vLLM server answers")
+
+
+def test_without_mint_repo_the_source_says_what_to_set(tmp_path):
+    with pytest.raises(InvalidConfig) as caught:
+        AdapterSource.from_env({"MINT_VLLM_CACHE": str(tmp_path / "cache")})
+    assert "\n" not in str(caught.value) and "MINT_REPO is not set" in str(caught.value)

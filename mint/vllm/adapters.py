@@ -70,7 +70,7 @@ def open_source(env: Mapping[str, str]):
     kept) or a local repository."""
     where = env.get("MINT_REPO")
     if not where:
-        raise InvalidName("MINT_REPO is not set: give vLLM a registry URL or a repository path")
+        raise InvalidConfig("MINT_REPO is not set: give vLLM a registry URL or a repository path")
     if is_url(where):
         from mint.remote.config import cache_dir, token_for
         from mint.remote.repo import RemoteRepo
@@ -122,7 +122,7 @@ class AdapterSource:
         Hub id in the local cache), and return its verified folder."""
         parts = split_name(name)
         if parts is None:
-            raise InvalidName(f"{name!r} is not LINE@REV")
+            raise InvalidName("adapter", name, "not LINE@REV")
         line, rev = parts
         detail = api.show(self.repo, name)
         if not is_blob_id(detail.id):  # a folder name below: a registry's answer is checked
