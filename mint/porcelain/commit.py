@@ -29,7 +29,6 @@ from mint.objects import (
     Member,
     TensorEntry,
 )
-from mint.porcelain.signed import keep, set_signature
 from mint.refs.revisions import check_name, check_text
 from mint.sets.mol import parse_mol
 from mint.signing.keys import refuse_private_keys
@@ -98,7 +97,10 @@ def _record(b: Backend, new, head, head_tree, staged, signing) -> CommitResult:
         result = CommitResult(CommitId(head), new.line, [], created=False)
     else:
         result = b.record(new, head, staged)
-    keep(b, result.id, bundles)
+    if bundles:  # mint.porcelain.signed is loaded by the commits that sign
+        from mint.porcelain.signed import keep
+
+        keep(b, result.id, bundles)
     return result
 
 
@@ -179,6 +181,7 @@ def set_commit(
     """Pin every member of mol.toml to an adapter commit, store the prompts, and record a
     set commit; signed with the private key in file SIGN if given, over its members'
     signatures (each member must carry one that verifies: mint.signing.sets)."""
+    from mint.porcelain.signed import keep, set_signature
     from mint.sets.pinning import pinned_config, read_prompt, roles
 
     b = backend_of(repo)
@@ -249,6 +252,8 @@ def set_derive(
     the second, so every head of a line still descends from the one before. A set of the
     line that already has exactly this content is answered instead (created False). SIGN:
     as `set_commit`'s."""
+    from mint.porcelain.signed import keep, set_signature
+
     b = backend_of(repo)
     if not uses:
         raise InvalidConfig("a derived set replaces at least one member")
