@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from mint import api, schema
 from mint.cli import run_in_process
-from mint.errors import MoveStatementMismatch
+from mint.errors import MoveNotSigned, MoveStatementMismatch
 
 from conftest import Result, one_line_error, refused, snapshot
 from support.registry import create_token, running_registry
@@ -194,6 +194,26 @@ def test_a_wrong_password_or_key_fails_before_anything_moves(
     assert "correct horse" not in r.out + r.err + stored_text(repo)
 
 
+def test_anything_but_a_move_bundle_is_refused_in_one_error(repo, mint, two):
+    ids, alice, _ = two
+    r = mint("promote", ids["c1"], "--to", "staging", "--sign", alice["private_key"])
+    assert r.code == 0, r
+    genuine = json.loads(bundle_of(repo, api.history(repo, "chat@staging")[-1].id))
+    commit_bundle = api.show(repo, ids["c1"]).signatures  # none: c1 is not signed
+    payloads = [b"[]", b'"x"', b"{}", b'{"_type": 1}', b"\xff\xfe", b"not json"]
+    garbage = ["", "x", "{}", "[]", json.dumps({**genuine, "dsseEnvelope": 1}), *commit_bundle]
+    for data in payloads:
+        env = {**genuine["dsseEnvelope"], "payload": base64.b64encode(data).decode()}
+        garbage.append(json.dumps({**genuine, "dsseEnvelope": env}))
+    hint = {**genuine, "verificationMaterial": {"publicKey": {"hint": ["x"]}}}
+    garbage.append(json.dumps(hint))
+    before = snapshot(repo)
+    for bundle in garbage:
+        with pytest.raises(MoveNotSigned):
+            api.promote(repo, ids["c2"], "staging", by="tester", signature=bundle)
+    assert snapshot(repo) == before
+
+
 # --- through a registry -------------------------------------------------------------------
 
 
@@ -253,6 +273,9 @@ def test_signed_moves_through_a_registry(repo, mint, two, tmp_path, monkeypatch)
                 "/api/v1/promote", json={"rev": ids["c2"], "channel": "production"}
             )
             assert unsigned.status_code == 403, unsigned.text
+            body = {"rev": ids["c2"], "channel": "production", "signature": "not a bundle"}
+            garbage = http.post("/api/v1/promote", json=body)
+            assert garbage.status_code == 403 and "unreadable" in garbage.text, garbage.text
         assert snapshot(repo) == before
         # A changed byte in the stored bundle: invalid, through the registry too.
         entry = api.history(repo, "chat@production")[0].id
