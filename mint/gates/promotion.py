@@ -32,7 +32,12 @@ from mint.gates.history import move_of
 from mint.ids import Action, CommitId, RefKind, iso, utcnow
 from mint.objects import Approval, Evaluation, GateReport, Move
 from mint.refs import Ref, RefsContainer, check_name, check_text, resolve
-from mint.refs.channel_names import check_channel_name, check_new_channel, guard_of
+from mint.refs.channel_names import (
+    check_channel_kind,
+    check_channel_name,
+    check_new_channel,
+    guard_of,
+)
 from mint.refs.revisions import check_local_ref, near_refs
 from mint.repo import Repo
 from mint.signing.moves import settle, signing_of
@@ -101,9 +106,12 @@ def promote(
 
 def _promote_once(repo, rev, channel, contract, force, reason, by, create, signing) -> Move:
     with repo.db.write() as conn:
-        cid, line = _target(conn, rev, channel)
+        check_name("channel", channel)
+        cid = resolve(conn, rev).id
+        line = rows.commit_row(conn, cid).line
         refs = RefsContainer(conn)
         current = refs.get(line, channel)
+        check_channel_kind(line, channel, current.kind if current else None)  # not a tag's
         if current is not None and current.target == cid:
             return move_of(conn, current.entry)  # already there: nothing moves or is logged
         if current is None and not create:

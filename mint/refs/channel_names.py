@@ -61,7 +61,12 @@ def check_channel_name(conn, line: str, name: str) -> None:
     """Refuse a channel LINE@NAME whose name is a tag's (ReservedName)."""
     r = s.refs.c
     q = sa.select(r.kind).where(r.line == line, r.name == name)
-    kind = conn.execute(q).scalar()
+    check_channel_kind(line, name, conn.execute(q).scalar())
+
+
+def check_channel_kind(line: str, name: str, kind: str | None) -> None:
+    """`check_channel_name` for a caller that has read the ref LINE@NAME already (its KIND,
+    None if there is none)."""
     if kind is not None and kind != RefKind.CHANNEL:
         raise ReservedName(f"{line}@{name}", "channel", f"{line}@{name} is a tag")
 
