@@ -157,10 +157,21 @@ class LocalBackend:
 
     # -- writes --------------------------------------------------------------------------
 
-    def record(self, new: NewCommit, head: str | None, staged):
+    def record(self, new: NewCommit, head: str | None, staged, signatures: list[bytes] = ()):
+        """`Backend.record`; SIGNATURES (bundles, checked as a push's are) are kept in the
+        commit's own transaction: one write, and none of it if one is refused."""
         from mint.commits.repository import record
 
-        return record(self.repo, new, head, staged.store)
+        also = None
+        if signatures:
+            from mint.signing import SIGNATURE_FILE
+            from mint.signing.commits import attach_any
+
+            def also(conn, cid: str) -> None:
+                for bundle in signatures:
+                    attach_any(conn, cid, bundle, SIGNATURE_FILE)
+
+        return record(self.repo, new, head, staged.store, also)
 
     def take_back(self, recorded: list[tuple[str, str | None, str]]) -> None:
         """Undo commits this process just made, each (line, head before, commit), newest

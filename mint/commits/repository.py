@@ -44,9 +44,12 @@ def line_head(conn, line: str, kind: Kind) -> tuple[str | None, str | None]:
     return row.head, rows.commit_row(conn, row.head).tree
 
 
-def record(repo: Repo, new: rows.NewCommit, head: str | None, store_blobs) -> CommitResult:
+def record(
+    repo: Repo, new: rows.NewCommit, head: str | None, store_blobs, also=None
+) -> CommitResult:
     """Store the blobs (STORE_BLOBS() returns the bytes written), then insert the commit and
-    move the line's head in one transaction that finds every blob in place."""
+    move the line's head in one transaction that finds every blob in place; ALSO(conn, id),
+    if given, writes what goes with the commit in that transaction (its signatures)."""
     written = store_blobs()
     crash_point("commit.after-blobs")
     for attempt in range(GC_RACE_ATTEMPTS):
@@ -58,6 +61,8 @@ def record(repo: Repo, new: rows.NewCommit, head: str | None, store_blobs) -> Co
                         raise BlobMissing(f.sha256)
                 cid = rows.insert_commit(conn, new, dt.datetime.fromisoformat(new.created_at))
                 RefsContainer(conn).advance_head(new.line, new.kind, head, cid)
+                if also is not None:
+                    also(conn, cid)
                 crash_point("commit.in-transaction")
             break
         except BlobMissing:  # a gc removed a reused blob before our rows could protect it

@@ -95,6 +95,8 @@ def _record(b: Backend, new, head, head_tree, staged, signing) -> CommitResult:
     bundles = signing.bundles(head if same else new.id, new.files) if signing else []
     if same:
         result = CommitResult(CommitId(head), new.line, [], created=False)
+    elif bundles and not b.is_remote:  # kept in the commit's own transaction
+        return b.record(new, head, staged, signatures=bundles)
     else:
         result = b.record(new, head, staged)
     if bundles:  # mint.porcelain.signed is loaded by the commits that sign
