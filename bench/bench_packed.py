@@ -23,6 +23,7 @@ which needs no privileges, and checked with fincore when it is installed. Timed:
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import subprocess
@@ -82,6 +83,7 @@ def drop_cache(paths) -> int:
     files = []
     for path in map(Path, paths):
         files += [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+    gc.collect()  # a base of an earlier run may still map files (mapped pages stay cached)
     for f in files:
         fd = os.open(f, os.O_RDONLY)
         try:

@@ -29,6 +29,7 @@ import logging
 import mmap
 import os
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,7 @@ log = logging.getLogger("mint.packs")
 MAGIC = b"mintpak1"
 FORMAT = 1
 ALIGN = 64
+CHUNK = 8 * 1024 * 1024  # bytes read (and hashed) at a time
 
 
 @dataclass(frozen=True)
@@ -141,8 +143,7 @@ def build(store, set_id: str, members: list[tuple[str, str]]) -> bytes:
 
 def _read_verified(store, blob_id: str) -> memoryview:
     """A blob's bytes in one read, refused unless they hash to its id."""
-    data = read_whole(store.local_path(blob_id))
-    actual = hashlib.sha256(data).hexdigest()
+    data, actual = read_hashed(store.local_path(blob_id))
     if actual != blob_id:
         raise BlobCorrupt(blob_id, actual)
     return memoryview(data)
@@ -157,21 +158,28 @@ def _safetensors_header(raw: memoryview, blob_id: str):
     return parse_header(bytes(raw[: 8 + n]), len(raw), f"blob {blob_id[:12]}")
 
 
-def read_whole(path: str | Path) -> mmap.mmap | bytes:
-    """A file's bytes in one private, writable buffer, read with as few system calls as the
-    kernel allows. The buffer is anonymous memory (no zero-filling pass before the read)."""
-    with open(path, "rb", buffering=0) as f:
+def read_hashed(path: str | Path) -> tuple[mmap.mmap | bytes, str]:
+    """A file's bytes in one private, writable buffer, and their sha256: one sequential pass
+    over the file, each CHUNK hashed while the next is read (the disk and the hash overlap).
+    The buffer is anonymous memory: no zero-filling pass before the read."""
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f, ThreadPoolExecutor(1) as hasher:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            return b""
+            return b"", digest.hexdigest()
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         buf = mmap.mmap(-1, size)
-        view, got = memoryview(buf), 0
+        view, got, hashing = memoryview(buf), 0, None
         while got < size:
-            n = f.readinto(view[got:])
+            n = f.readinto(view[got : got + CHUNK])
             if not n:
                 raise BlobCorrupt(Path(path).name, "a file that shrank while it was read")
+            if hashing is not None:
+                hashing.result()  # in order: one chunk at a time
+            hashing = hasher.submit(digest.update, view[got : got + n])
             got += n
-    return buf
+        hashing.result()
+    return buf, digest.hexdigest()
 
 
 # --- reading ---------------------------------------------------------------------
@@ -185,11 +193,10 @@ def read(repo: Repo, set_id: str) -> Pack:
         pack_id = pack_of(conn, set_id)
     if pack_id is not None:
         try:
-            buf = read_whole(repo.store.local_path(pack_id))
+            buf, actual = read_hashed(repo.store.local_path(pack_id))
         except (BlobMissing, FileNotFoundError):
             buf = None
         if buf is not None:
-            actual = hashlib.sha256(buf).hexdigest()
             if actual == pack_id:
                 return _parse(pack_id, buf, set_id)
             log.warning(
