@@ -154,6 +154,11 @@ def show(repo, rev, all_tensors, tensors_offset, tensors_limit, as_json) -> None
         echo(safe(f"  {m.role:<8} {m.label:<10} {m.commit_id[:12]}  ({m.requested})"))
     for path, f in d.files.items():
         echo(f"  {f.sha256[:12]}  {f.size:>12,}  {safe(path)}")
+    render_tensors(d, rev, listed)
+
+
+def render_tensors(d, rev: str, listed: bool) -> None:
+    """The tensor table's summary, and its rows (those D holds) when LISTED."""
     count = d.tensor_count or len(d.tensors)  # a registry before issue 24 sends no count
     nbytes = d.tensor_bytes or sum(t.nbytes for t in d.tensors)
     if count:
