@@ -17,6 +17,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_TIME = {
     ".mint/",  # `mint init`
     ".mint/config.json",
+    ".mint/objects/",  # the local blob store
     ".mint/statcache.db",  # the first commit
     "train/",  # `python -m mint.examples.demo --keep DIR`, in DIR
     "macaron/",

@@ -249,11 +249,10 @@ def set_derive(
     sign: str | os.PathLike | None = None,
     sign_password: str | None = None,
 ) -> CommitResult:
-    """Commit REV's set with the members USES names (label -> adapter revision) replaced,
-    on REV's line. Its first parent is REV; when REV is not the line's head, the head is
-    the second, so every head of a line still descends from the one before. A set of the
-    line that already has exactly this content is answered instead (created False). SIGN:
-    as `set_commit`'s."""
+    """Commit REV's set with the members USES names (label -> adapter revision) replaced, on
+    REV's line. Its first parent is REV; when REV is not the line's head, the head is the
+    second, so every head still descends from the one before. A set of the line with exactly
+    this content is answered instead (created False). SIGN: as `set_commit`'s."""
     from mint.porcelain.signed import keep, set_signature
 
     b = backend_of(repo)

@@ -85,7 +85,7 @@ def _pae_compat(payload: bytes) -> bytes:
     return f"DSSEV1 {len(PAYLOAD_TYPE)} {PAYLOAD_TYPE} {len(payload)} {payload}".encode()
 
 
-def _hash_for(key):
+def hash_for(key):
     """The hash model_signing pairs with the key's curve (P-256: SHA-256, P-384: SHA-384,
     P-521: SHA-512)."""
     from cryptography.hazmat.primitives import hashes
@@ -118,7 +118,7 @@ def seal(payload: bytes, key) -> bytes:
 
     from mint.signing.keys import fingerprint, public_pem_of
 
-    signature = key.sign(pae(payload), ec.ECDSA(_hash_for(key)))
+    signature = key.sign(pae(payload), ec.ECDSA(hash_for(key)))
     bundle = {
         "mediaType": MEDIA_TYPE,
         "verificationMaterial": {
@@ -186,10 +186,10 @@ def read(bundle: bytes, where: str = SIGNATURE_FILE) -> Statement:
         raise InvalidSignature(where, f"larger than {MAX_BUNDLE} bytes")
     try:
         outer = json.loads(bundle.decode("utf-8"))  # UTF-8 only: it is kept as text
-        envelope = outer["dsseEnvelope"]
-        if outer["mediaType"] != MEDIA_TYPE or envelope["payloadType"] != PAYLOAD_TYPE:
+        env = outer["dsseEnvelope"]
+        if outer["mediaType"] != MEDIA_TYPE or env["payloadType"] != PAYLOAD_TYPE:
             raise ValueError("not a model-signing bundle (media or payload type)")
-        statement = json.loads(base64.b64decode(envelope["payload"], validate=True))
+        statement = json.loads(base64.b64decode(env["payload"], validate=True))
         hint = (outer["verificationMaterial"].get("publicKey") or {}).get("hint")
         return _statement(statement, hint)
     except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
@@ -231,14 +231,14 @@ def verify_with(bundle: bytes, public_pem: bytes, scratch: Path | None = None) -
     from mint.signing.keys import CURVES, crypto, fingerprint
 
     serialization, _ = crypto()
-    envelope, hint = _envelope(bundle)
+    signed, hint = envelope(bundle)
     if hint is not None and hint != fingerprint(public_pem):
         raise ValueError("the key the signature names is not this key")
     key = serialization.load_pem_public_key(public_pem)
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
         raise ValueError("not an elliptic-curve public key model_signing takes")
-    payload, signature = envelope
-    algorithm = ec.ECDSA(_hash_for(key))
+    payload, signature = signed
+    algorithm = ec.ECDSA(hash_for(key))
     try:
         key.verify(signature, pae(payload), algorithm)
     except BadSignature:
@@ -258,7 +258,7 @@ def verify_with(bundle: bytes, public_pem: bytes, scratch: Path | None = None) -
         raise ValueError("its payload is not a model-signing statement") from exc
 
 
-def _envelope(bundle: bytes) -> tuple[tuple[bytes, bytes], str | None]:
+def envelope(bundle: bytes) -> tuple[tuple[bytes, bytes], str | None]:
     """((payload, first signature), key hint) of BUNDLE, its shape checked as model_signing
     reads a bundle (no field it does not know; an in-toto payload)."""
     try:

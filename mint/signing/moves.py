@@ -32,8 +32,8 @@ from mint.objects import Move
 from mint.signing.bundle import (
     MAX_BUNDLE,
     STATEMENT_TYPE,
-    _envelope,
-    _hash_for,
+    envelope,
+    hash_for,
     load_private_key,
     pae,
     seal,
@@ -121,7 +121,7 @@ def read(bundle: bytes) -> tuple[MoveStatement, bytes, bytes, str | None]:
     not a signed move statement (its signature is not checked here)."""
     if len(bundle) > MAX_BUNDLE:
         raise ValueError(f"it is larger than {MAX_BUNDLE} bytes")
-    (data, signature), hint = _envelope(bundle)
+    (data, signature), hint = envelope(bundle)
     try:
         st = json.loads(data)
         if st["_type"] != STATEMENT_TYPE or st["predicateType"] != PREDICATE_TYPE:
@@ -191,7 +191,7 @@ def _verifies(data: bytes, signature: bytes, pem: bytes) -> bool:
     serialization, ec = crypto()
     key = serialization.load_pem_public_key(pem)
     try:
-        key.verify(signature, pae(data), ec.ECDSA(_hash_for(key)))
+        key.verify(signature, pae(data), ec.ECDSA(hash_for(key)))
     except InvalidSignature:
         return False
     return True
