@@ -79,24 +79,31 @@ def build(root: Path, repo, args) -> tuple[list[Path], Path, str]:
 
 
 def drop_cache(paths) -> int:
-    """Drop the page cache of every file under PATHS; the bytes still cached (fincore)."""
+    """Drop the page cache of every file under PATHS; the bytes still cached (fincore, after
+    up to three tries; -1 when fincore is not installed)."""
     files = []
     for path in map(Path, paths):
         files += [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
     gc.collect()  # a base of an earlier run may still map files (mapped pages stay cached)
-    for f in files:
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    if not shutil.which("fincore") or not files:
-        return -1
-    out = subprocess.run(
-        ["fincore", "--bytes", "--noheadings", "--output", "RES", *map(str, files)],
-        capture_output=True, text=True, check=False,
-    ).stdout  # fmt: skip
-    return sum(int(x) for x in out.split() if x.isdigit())
+    cached = -1
+    for _ in range(3):
+        for f in files:
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fdatasync(fd)  # dirty pages are not dropped
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        if not shutil.which("fincore") or not files:
+            return -1
+        out = subprocess.run(
+            ["fincore", "--bytes", "--noheadings", "--output", "RES", *map(str, files)],
+            capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        cached = sum(int(x) for x in out.split() if x.isdigit())
+        if cached == 0:
+            break
+    return cached
 
 
 class Cases:
