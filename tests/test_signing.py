@@ -25,6 +25,7 @@ from mint.signing.bundle import read as read_bundle_bytes
 from conftest import Result, one_line_error, refused, snapshot
 from support.registry import create_token, running_registry
 from support.signing import generate, model_signing_cli, verified_by_model_signing
+from support.texts import MACARON
 
 WEIGHTS = "adapter_model.safetensors"
 
@@ -464,6 +465,62 @@ def test_a_configured_default_key_signs_when_sign_is_given_no_path(
     one_line_error(mint("verify", "chat"), "not trusted here")
     assert mint("config", "unset", "signing.key").code == 0
     refused(mint, repo, commit, "no default is set")
+
+
+def test_every_sign_option_given_no_path_uses_the_configured_default_key(
+    repo, mint, models, tmp_path, monkeypatch
+):
+    """set commit, set derive, promote and rollback take --sign without a path as commit does."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    alice, bob = generate(mint, tmp_path / "alice"), generate(mint, tmp_path / "bob")
+    assert mint("key", "add", "alice", alice["public_key"]).code == 0
+    ids = {}
+    for line, model in (("router", "a1"), ("chat", "a2"), ("coding", "a3"), ("summary", "a1")):
+        r = mint(
+            "commit", line, models[model], "-m", line, "--json", "--sign", alice["private_key"]
+        )
+        assert r.code == 0, r
+        ids[line] = r.json()["id"]
+    folder = tmp_path / "macaron"
+    folder.mkdir()
+    (folder / "mol.toml").write_text(MACARON)
+    (folder / "route.md").write_text("Route the request to one expert.\n")
+    (folder / "summary.md").write_text("Summarise the turn.\n")
+    assert mint("promote", ids["chat"], "--to", "production").code == 0
+    r = mint("commit", "chat", models["a3"], "-m", "two", "--json", "--sign", alice["private_key"])
+    assert r.code == 0, r
+    assert mint("promote", "chat", "--to", "production").code == 0
+    set_commit = ("set", "commit", folder / "mol.toml", "--sign", "--json")
+    rollback = ("rollback", "chat@production", "--sign")
+    promote = ("promote", r.json()["id"], "--to", "production", "--sign")
+    for args in (set_commit, rollback, promote):
+        refused(mint, repo, args, "no default is set: mint config set signing.key PATH")
+
+    assert mint("config", "set", "signing.key", alice["private_key"]).code == 0
+    made = mint(*set_commit)
+    assert made.code == 0, made
+    assert mint("verify", made.json()["id"]).out.startswith(
+        f"{made.json()['id'][:12]}: set signed"
+    )
+    derive = ("set", "derive", "macaron", "--use", f"chat={ids['chat']}", "--json", "--sign")
+    derived = mint(*derive)
+    assert derived.code == 0, derived
+    assert "set signed by alice" in mint("verify", derived.json()["id"]).out
+    assert mint(*rollback).code == 0 and mint(*promote).code == 0
+    history = mint("history", "chat@production", "--verify", "--json").json()
+    assert [(i["state"], i["key"]) for i in history] == [
+        ("unsigned", None),
+        ("unsigned", None),
+        ("valid", "alice"),
+        ("valid", "alice"),
+    ]
+    # A path given still wins over the default: bob's key is not trusted here.
+    refused(
+        mint, repo, ("rollback", "chat@production", "--sign", bob["private_key"]), "not trusted"
+    )
+    assert mint("config", "unset", "signing.key").code == 0
+    refused(mint, repo, ("set", "derive", *derive[2:]), "no default is set")
 
 
 def test_an_export_of_a_signed_commit_writes_its_model_sig(repo, mint, signed, models, tmp_path):

@@ -7,24 +7,23 @@ import click
 from mint import api
 from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
+from mint.cli.config_cmds import sign_key_from
+from mint.cli.config_cmds import sign_option as _sign_option
 from mint.cli.contract_cmds import checks_table
 from mint.cli.key_cmds import password_from, password_option
 
-sign_option = click.option(
-    "--sign",
-    "sign_key",
-    metavar="KEY.pem",
-    type=click.Path(dir_okay=False),
-    help="Sign the move (an in-toto statement of it) with this private key; through a "
-    "registry it is signed here and only the signature is sent.",
+sign_option = _sign_option(
+    "Sign the move (an in-toto statement of it) with this private key; through a "
+    "registry it is signed here and only the signature is sent."
 )
 
 
 def _signing(sign_key, password_env) -> dict:
-    """The signing options given (none: a registry that predates them is still asked)."""
+    """The signing options given (none: a registry that predates them is still asked); a
+    `--sign` given no path signs with the configured signing.key."""
     if sign_key is None:
         return {}
-    return {"sign": sign_key, "password": password_from(password_env)}
+    return {"sign": sign_key_from(sign_key), "password": password_from(password_env)}
 
 
 def gate_report_table(report, as_json: bool) -> None:

@@ -7,14 +7,12 @@ import click
 from mint import api
 from mint.cli._common import current_user, json_option, parse_pairs, with_repo
 from mint.cli._output import echo, emit_json, short
+from mint.cli.config_cmds import sign_key_from
+from mint.cli.config_cmds import sign_option as _sign_option
 from mint.cli.key_cmds import password_from, password_option
 
-sign_option = click.option(
-    "--sign",
-    "sign_key",
-    metavar="KEY.pem",
-    type=click.Path(dir_okay=False),
-    help="Sign the set (model-signing format) over its members' signatures with this private key.",
+sign_option = _sign_option(
+    "Sign the set (model-signing format) over its members' signatures with this private key."
 )
 
 
@@ -38,7 +36,7 @@ def set_commit(repo, file, message, sign_key, password_env, as_json) -> None:
         file,
         message,
         author=current_user(),
-        sign=sign_key,
+        sign=sign_key_from(sign_key),
         sign_password=password_from(password_env),
     )
     if as_json:
@@ -72,7 +70,7 @@ def set_derive(repo, rev, uses, message, sign_key, password_env, as_json) -> Non
         pairs,
         message=message,
         author=current_user(),
-        sign=sign_key,
+        sign=sign_key_from(sign_key),
         sign_password=password_from(password_env),
     )
     if as_json:
