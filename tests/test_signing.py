@@ -374,6 +374,28 @@ def test_a_signature_travels_through_a_registry(repo, mint, signed, models, tmp_
         clone.close()
 
 
+def test_a_bad_signature_pushed_to_a_registry_is_refused_naming_its_commit(
+    repo, mint, signed, models, tmp_path, monkeypatch
+):
+    """A bundle replayed onto another commit locally (the database written directly), then
+    pushed: the registry refuses it in one line naming the commit it came with, keeps nothing."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    assert mint("commit", "chat2", models["a1"], "-m", "same files").code == 0
+    _forge(repo, "chat2", api.show(repo, "chat").signatures[0])
+    chat, chat2 = api.resolve(repo, "chat"), api.resolve(repo, "chat2")
+    server, _ = api.init(tmp_path / "registry")
+    api.base_add(server, "tiny-llama", models["base"])
+    monkeypatch.setenv("MINT_TOKEN", create_token(server.root, "wanda", "writer"))
+    with running_registry(server.root) as registry:
+        assert mint("remote", "add", "origin", registry.url).code == 0
+        before = snapshot(server)[1]  # the rows (blobs arrive first, named by no commit)
+        said = f"signature for {chat2[:12]}: it was made for commit {chat[:12]}, not this one"
+        one_line_error(mint("push", "origin", "chat2"), said)
+        assert snapshot(server)[1] == before
+        assert mint("push", "origin", "chat").code == 0  # the commit it was made for
+    server.close()
+
+
 def test_a_registrys_keys_are_an_admins_and_verify_runs_there(
     repo, mint, signed, models, tmp_path, monkeypatch
 ):

@@ -305,10 +305,10 @@ def receive(conn, wire: object, check_line, *, defer_sets: bool = False) -> bool
     check_line(row.line)
     if defer_sets and row.kind == Kind.SET:
         return True
-    try:
-        attach_any(conn, commit, bundle.encode(), "a signature")
+    try:  # "signature for 3f2a9c1e0b7d: it was made for commit ..., not this one"
+        attach_any(conn, commit, bundle.encode(), f"for {commit[:12]}")
     except InvalidSignature as exc:
-        raise InvalidObject(f"commit {commit[:12]}: {exc}") from None
+        raise InvalidObject(str(exc)) from None
     return False
 
 
