@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from mint import api, schema
 from mint.cli import run_in_process
 from mint.errors import MoveNotSigned, MoveStatementMismatch
+from mint.remote import signed_moves
 
 from conftest import Result, one_line_error, refused, snapshot
 from support.registry import create_token, running_registry
@@ -298,6 +299,58 @@ def test_signed_moves_through_a_registry(repo, mint, two, tmp_path, monkeypatch)
         assert [s[1] for s in states[1:]] == ["valid", "valid"]
         log = registry.output()
     assert_no_private_key("".join(outputs) + log + stored_text(repo), alice, bob)
+
+
+def test_a_move_between_plan_and_signature_is_planned_again_up_to_three_times(
+    repo, mint, models, two, tmp_path, monkeypatch
+):
+    """Through a registry the client plans the move, signs it, sends it: another token moving
+    the channel in between (here: inside the signing step, at that exact point) makes the
+    registry answer 409, and the client plans and signs again; three such moves, it gives up."""
+    ids, alice, _ = two
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    r = mint("commit", "chat", models["a3"], "-m", "c3", "--json")
+    assert r.code == 0, r
+    c1, c2, c3 = ids["c1"], ids["c2"], r.json()["id"]
+    assert mint("promote", c1, "--to", "production").code == 0
+    mover = create_token(repo.root, "max", "maintainer")
+    other = create_token(repo.root, "mia", "maintainer")
+    interfering: list[str] = []  # where mia moves the channel, one move per signing
+    real_sign = signed_moves.sign_statement
+
+    with running_registry(repo.root) as registry:
+
+        def sign_then_move(statement, key):
+            bundle = real_sign(statement, key)
+            if interfering:
+                with registry.client(other) as http:
+                    body = {"rev": interfering.pop(0), "channel": "production"}
+                    answer = http.post("/api/v1/promote", json=body)
+                    assert answer.status_code == 200, answer.text
+            return bundle
+
+        def at(*args) -> Result:
+            monkeypatch.setenv("MINT_TOKEN", mover)
+            return Result(*run_in_process(["--repo", registry.url, *map(str, args)]))
+
+        monkeypatch.setattr(signed_moves, "sign_statement", sign_then_move)
+        interfering[:] = [c3]
+        r = at("promote", c2, "--to", "production", "--sign", alice["private_key"])
+        assert r.code == 0 and interfering == [], r
+        moves = api.history(repo, "chat@production")
+        assert [(m.from_, m.to, m.by) for m in moves[1:]] == [(c1, c3, "mia"), (c3, c2, "max")]
+        assert verified(at, "chat@production") == [
+            ("promote", "unsigned", None, None),
+            ("promote", "unsigned", None, None),
+            ("promote", "valid", "alice", None),  # signed over c3 -> c2, the second plan
+        ]
+        # Moved again after each of three plans: one line, and the client's move not made.
+        interfering[:] = [c1, c2, c1]
+        r = at("promote", c3, "--to", "production", "--sign", alice["private_key"])
+        one_line_error(r, "the channel moved while this move was being signed 3 times")
+        assert "run the command again" in r.err and interfering == []
+        moves = api.history(repo, "chat@production")
+        assert [(m.to, m.by) for m in moves[3:]] == [(c1, "mia"), (c2, "mia"), (c1, "mia")]
 
 
 def test_an_old_statement_replayed_after_the_channel_moved_back_is_refused(repo, mint, two):

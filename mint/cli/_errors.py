@@ -113,7 +113,11 @@ def _signing_hints(e) -> dict:
             if "not trusted here" in str(x.why)
             else "sign the move: --sign KEY, a key whose public half `mint key ls` lists"
         ),
-        e.MoveStatementMismatch: "sign this move itself: run the command again with --sign KEY",
+        e.MoveStatementMismatch: lambda x: (
+            "another writer moved it first; run the command again"
+            if "moved while this move was being signed" in str(x.why)
+            else "sign this move itself: run the command again with --sign KEY"
+        ),
         e.NotVerified: lambda x: (
             "trust the signer's public key with `mint key add NAME PUBLIC.pem`"
             if "not trusted here" in str(x.why)

@@ -35,10 +35,20 @@ def signed_move(
         bundle = sign_statement(statement, key)
         try:
             return decode(Move, repo.client.post(path, {**body, "signature": bundle.decode()}))
-        except MoveStatementMismatch:
+        except MoveStatementMismatch as exc:  # moved since it was planned: plan, sign again
+            if not any(f"it names {word} " in str(exc) for word in _RACING):
+                raise  # another line, channel, commit or actor: no race, and no retry
             if attempt == ATTEMPTS - 1:
-                raise
+                ref = f"{statement.line}@{statement.channel}"
+                raise MoveStatementMismatch(
+                    ref, f"{RACED} {ATTEMPTS} times; nothing moved"
+                ) from None
     raise AssertionError("unreachable")
+
+
+RACED = "the channel moved while this move was being signed"
+# What another move (or a gate's new evidence) between the plan and the move changes.
+_RACING = ("history entry", "from commit", "contract", "evaluations")
 
 
 _ACTIONS = {"/promote": ("promote", "force"), "/rollback": ("rollback",)}
