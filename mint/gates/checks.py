@@ -71,7 +71,12 @@ def channel_holder(conn, line: str, channel: str) -> str | None:
 
 def gate_report(conn, cid: str, line: str, channel: str, extra: str | None = None) -> GateReport:
     """Check every contract guarding LINE@CHANNEL (plus EXTRA, if named) for commit CID."""
-    holder = channel_holder(conn, line, channel)
+    return gate_rows(conn, cid, line, channel, extra, channel_holder(conn, line, channel))[0]
+
+
+def gate_rows(conn, cid: str, line: str, channel: str, extra, holder: str | None):
+    """`gate_report` given the channel's HOLDER (already read), with the contracts rows it
+    applied, in the report's order: (report, rows)."""
     rows = guards(conn, line, channel)
     if extra and extra not in {r.name for r in rows}:
         rows.append(get_row(conn, extra))
@@ -91,7 +96,7 @@ def gate_report(conn, cid: str, line: str, channel: str, extra: str | None = Non
         if (row.body.get("signature") or {}).get("required"):
             checks.append(signature_check(conn, cid, row.body["signature"]["keys"]))
     contracts = [f"{r.name}@v{r.version}" for r in rows]
-    return GateReport(CommitId(cid), line, channel, holder, contracts, checks, evals)
+    return GateReport(CommitId(cid), line, channel, holder, contracts, checks, evals), rows
 
 
 def missing_evaluation(row) -> Check:

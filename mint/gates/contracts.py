@@ -327,12 +327,12 @@ def contract_row(conn, cid: str):
 
 
 def guards(conn, line: str, channel: str) -> list:
-    """Latest versions of the contracts guarding LINE@CHANNEL."""
-    names = conn.execute(
-        sa.select(s.contracts.c.name).where(s.contracts.c.channel == channel).distinct()
-    ).scalars()
-    rows = [_latest_row(conn, n) for n in sorted(names)]
-    return [r for r in rows if r.channel == channel and (not r.lines or line in r.lines)]
+    """Latest versions of the contracts guarding LINE@CHANNEL, by name: one query (each
+    name's latest version, kept when that version names CHANNEL)."""
+    c, later = s.contracts.c, s.contracts.alias("later")
+    newer = sa.exists().where(later.c.name == c.name, later.c.version > c.version)
+    q = sa.select(s.contracts).where(c.channel == channel, ~newer).order_by(c.name)
+    return [r for r in conn.execute(q) if not r.lines or line in r.lines]
 
 
 def _contract(row) -> Contract:

@@ -77,17 +77,20 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
     """Every line by name with its head and the holder of each of its channels; with LIMIT
     and AFTER (a line name), one page: the first LIMIT lines whose names sort after AFTER.
 
-    Two queries on indexes, whatever the number of tags and commits."""
+    Queries on indexes, whatever the number of tags and commits: every line is read with
+    every channel in two range scans (cheaper than a probe of the channels per line), a page
+    joined to its channels in one query; then the remote-tracking channels of the range."""
     ln, ref = s.lines.c, s.refs.c
     with repo.db.read() as conn:
-        lines = conn.execute(lines_page(sa.select(ln.name, ln.kind, ln.head), limit, after)).all()
+        if limit is None and after is None:
+            lines = conn.execute(sa.select(ln.name, ln.kind, ln.head).order_by(ln.name)).all()
+            q = sa.select(ref.line, ref.name, ref.target).where(ref.kind == RefKind.CHANNEL)
+            held = conn.execute(q.order_by(ref.kind, ref.line, ref.name)).all()
+        else:
+            lines, held = _page(conn, limit, after)
         if not lines:
             return []
-        q = sa.select(ref.line, ref.name, ref.target).where(ref.kind == RefKind.CHANNEL)
-        if limit is not None or after is not None:
-            q = q.where(ref.line >= lines[0].name, ref.line <= lines[-1].name)
-        held = conn.execute(q.order_by(ref.kind, ref.line, ref.name)).all()
-        tracked = remote_refs.tracked(conn, lines=(lines[0].name, lines[-1].name))
+        tracked = remote_refs.tracked(conn, lines=(lines[0][0], lines[-1][0]))
     channels: dict[str, dict[str, str]] = {}
     for line, name, target in held:
         channels.setdefault(line, {})[name] = target
@@ -100,3 +103,19 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
         LineStatus(n, kinds[k], head, channels.get(n, {}), remote.get(n, {}))
         for n, k, head in lines
     ]
+
+
+def _page(conn, limit: int | None, after: str | None) -> tuple[list, list]:
+    """A page of lines (name, kind, head) and their channels (line, channel, holder), from
+    one query: the page's lines outer-joined to their channels."""
+    ln, ref = s.lines.c, s.refs.c
+    page = lines_page(sa.select(ln.name, ln.kind, ln.head), limit, after).subquery()
+    on = sa.and_(ref.kind == RefKind.CHANNEL, ref.line == page.c.name)
+    q = sa.select(page.c.name, page.c.kind, page.c.head, ref.name, ref.target)
+    rows = conn.execute(q.select_from(page.outerjoin(s.refs, on)).order_by(page.c.name, ref.name))
+    lines, held = {}, []
+    for name, kind, head, channel, target in rows:
+        lines.setdefault(name, (name, kind, head))
+        if channel is not None:
+            held.append((name, channel, target))
+    return list(lines.values()), held

@@ -25,7 +25,7 @@ from mint.errors import (
     RevisionNotFound,
 )
 from mint.faults import crash_point
-from mint.gates.checks import channel_holder, gate_report, has_held, metric_checks
+from mint.gates.checks import channel_holder, gate_report, gate_rows, has_held, metric_checks
 from mint.gates.contracts import get_row
 from mint.gates.evaluations import latest_evaluation_any_version
 from mint.gates.history import move_of
@@ -38,7 +38,7 @@ from mint.refs.channel_names import (
     check_new_channel,
     guard_of,
 )
-from mint.refs.revisions import check_local_ref, near_refs
+from mint.refs.revisions import check_local_ref, line_of, near_refs
 from mint.repo import Repo
 from mint.signing.moves import settle, signing_of
 
@@ -108,7 +108,7 @@ def _promote_once(repo, rev, channel, contract, force, reason, by, create, signi
     with repo.db.write() as conn:
         check_name("channel", channel)
         cid = resolve(conn, rev).id
-        line = rows.commit_row(conn, cid).line
+        line = line_of(conn, cid)
         refs = RefsContainer(conn)
         current = refs.get(line, channel)
         check_channel_kind(line, channel, current.kind if current else None)  # not a tag's
@@ -116,11 +116,12 @@ def _promote_once(repo, rev, channel, contract, force, reason, by, create, signi
             return move_of(conn, current.entry)  # already there: nothing moves or is logged
         if current is None and not create:
             check_new_channel(conn, line, channel)  # `prodution` is refused, not created
-        report = gate_report(conn, cid, line, channel, contract)
+        holder = current.target if current else None  # the gate compares with it: read once
+        report, applied = gate_rows(conn, cid, line, channel, contract, holder)
         if not report.ok and not force:
             raise GateRefused(report)
         action = Action.FORCE if (force and not report.ok) else Action.PROMOTE
-        evidence = _evidence(conn, report, reason, back=current.entry if current else None)
+        evidence = _evidence(report, applied, reason, back=current.entry if current else None)
         move = _move(refs, current, line, channel, cid, by, action, evidence)
         crash_point("promote.in-transaction")
         settle(conn, move, signing)
@@ -160,19 +161,13 @@ def _move(refs: RefsContainer, current: Ref | None, line, channel, cid, by, acti
     )
 
 
-def _evidence(conn, report: GateReport | None, reason, *, back) -> dict:
-    """What a move rests on, written beside it: contract version, evaluations, reason, back."""
-    contract = _contract_id(conn, report) if report else None
+def _evidence(report: GateReport | None, applied: list, reason, *, back) -> dict:
+    """What a move rests on, written beside it: the id of the (first) contract version the
+    gate applied (APPLIED: its contracts rows, as `gate_rows` returns them), evaluations,
+    reason, back."""
+    contract = applied[0].id if report and applied else None
     evaluations = report.evaluations if report else []
     return dict(contract=contract, evaluations=evaluations, reason=reason, back=back)
-
-
-def _contract_id(conn, report: GateReport) -> str | None:
-    """The history keeps the id of the (first) contract version the gate applied."""
-    if not report.contracts:
-        return None
-    name, _, v = report.contracts[0].partition("@v")
-    return get_row(conn, name, int(v)).id
 
 
 def rollback(
@@ -227,12 +222,12 @@ def _rollback_to(conn, refs: RefsContainer, current: Ref, rev, by, reason) -> Mo
     cid = resolve(conn, rev).id
     if rows.commit_row(conn, cid).line != line:
         raise RevisionNotFound(rev, f"not a commit of line {line}")
-    report = None
+    report, applied = None, []
     if not has_held(conn, cid, line, channel):  # a newcomer goes through the gate
-        report = gate_report(conn, cid, line, channel)
+        report, applied = gate_rows(conn, cid, line, channel, None, current.target)
         if not report.ok:
             raise GateRefused(report)
-    evidence = _evidence(conn, report, reason, back=current.entry)
+    evidence = _evidence(report, applied, reason, back=current.entry)
     return _move(refs, current, line, channel, cid, by, Action.ROLLBACK, evidence)
 
 
