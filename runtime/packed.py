@@ -69,15 +69,17 @@ def load_packed_engine(
 
 
 def member_state(pack: packs.Pack, member: dict) -> tuple[dict, bool]:
-    """One member's tensors (one copy of its slice of the pack, viewed as each tensor), and
-    whether one pass over the whole slice (tensors of one float dtype, and the zero padding
-    between them) found every value finite; False leaves the check to `prepare_state`."""
+    """One member's tensors (its slice of the pack, read into memory of its own, viewed as each
+    tensor), and whether one pass over the whole slice (tensors of one float dtype, and the
+    zero padding between them) found every value finite; False leaves the check to
+    `prepare_state`."""
     import torch
 
     dtypes = _dtypes()
-    chunk = torch.frombuffer(
-        pack.data, dtype=torch.uint8, count=member["length"], offset=member["offset"]
-    ).clone()
+    buf = pack.slices[member["commit"]]  # the member's own memory: its tensors are views of it
+    if not len(buf):
+        raise AdapterLoadError(member["commit"], "its slice of the pack holds no tensor")
+    chunk = torch.frombuffer(buf, dtype=torch.uint8)
     state = {}
     for t in member["tensors"]:
         lo = t["offset"] - member["offset"]

@@ -57,7 +57,7 @@ class Pack:
 
     id: str
     header: dict
-    data: memoryview  # the tensors' bytes; offsets in the header are relative to its start
+    slices: dict  # member commit id -> a buffer of its own holding that member's slice
     rebuilt: bool = False  # built (or rebuilt) by this read rather than read from the store
 
     def members(self) -> dict[str, dict]:
@@ -193,12 +193,12 @@ def read(repo: Repo, set_id: str) -> Pack:
         pack_id = pack_of(conn, set_id)
     if pack_id is not None:
         try:
-            buf, actual = read_hashed(repo.store.local_path(pack_id))
+            actual, header, slices = read_split(repo.store.local_path(pack_id), set_id)
         except (BlobMissing, FileNotFoundError):
-            buf = None
-        if buf is not None:
-            if actual == pack_id:
-                return _parse(pack_id, buf, set_id)
+            actual = None
+        if actual == pack_id and header is not None:
+            return Pack(pack_id, header, slices)
+        if actual is not None:
             log.warning(
                 "pack %s of set %s is corrupt (its bytes hash to %s): removed, rebuilding it "
                 "from the set's members",
@@ -209,7 +209,7 @@ def read(repo: Repo, set_id: str) -> Pack:
             repo.store.delete(pack_id)
     data = build(repo.store, set_id, members)
     pack_id = record(repo, set_id, data)
-    return _parse(pack_id, bytearray(data), set_id, rebuilt=True)  # writable, as a read is
+    return _parse(pack_id, data, set_id)
 
 
 def record(repo: Repo, set_id: str, data: bytes) -> str:
@@ -231,31 +231,107 @@ def record(repo: Repo, set_id: str, data: bytes) -> str:
     return put.id
 
 
-def _parse(pack_id: str, buf, set_id: str, rebuilt: bool = False) -> Pack:
-    """The header and data of verified bytes; a pack of another format or set is refused."""
-    view = memoryview(buf)
-    bad = InvalidObject(f"pack {pack_id[:12]} is not a pack of set {set_id[:12]}")
-    if len(view) < 16 or bytes(view[:8]) != MAGIC:
-        raise bad
-    (n,) = struct.unpack("<Q", view[8:16])
-    if 16 + n > len(view):
-        raise bad
+def _parse(pack_id: str, data: bytes, set_id: str) -> Pack:
+    """The pack just built from DATA, each member's slice copied into a buffer of its own."""
+    laid = _layout(data, len(data), set_id)
+    if laid is None:  # pragma: no cover - `build` writes what `_layout` reads
+        raise InvalidObject(f"pack {pack_id[:12]} is not a pack of set {set_id[:12]}")
+    header, start = laid
+    view = memoryview(data)
+    slices = {
+        m["commit"]: bytearray(view[start + m["offset"] : start + m["offset"] + m["length"]])
+        for m in header["members"]
+    }
+    return Pack(pack_id, header, slices, rebuilt=True)
+
+
+def _layout(head: bytes, size: int, set_id: str) -> tuple[dict, int] | None:
+    """(header, where the data starts) read from the first bytes HEAD of a SIZE-byte pack of
+    SET_ID; None when they are not that (or the header runs past HEAD). Not trusted until the
+    whole file hashes to the pack's id: it only says where to read each member's slice."""
+    if len(head) < 16 or bytes(head[:8]) != MAGIC:
+        return None
+    (n,) = struct.unpack("<Q", head[8:16])
+    if 16 + n > len(head):
+        return None
     try:
-        header = json.loads(bytes(view[16 : 16 + n]))
+        header = json.loads(bytes(head[16 : 16 + n]))
     except ValueError:
-        raise bad from None
-    if (
-        not isinstance(header, dict)
-        or header.get("format") != FORMAT
-        or header.get("set") != set_id
-    ):
-        raise bad
-    start = 16 + n + (-(16 + n) % ALIGN)
-    data = view[start:]
-    for m in header["members"]:
-        if m["offset"] + m["length"] > len(data):
-            raise bad
-    return Pack(pack_id, header, data, rebuilt)
+        return None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        return None
+    start, end = 16 + n + (-(16 + n) % ALIGN), 0
+    try:
+        for m in header["members"]:
+            offset, length = m["offset"], m["length"]
+            if not (isinstance(offset, int) and isinstance(length, int)) or length < 0:
+                return None
+            if offset < end or start + offset + length > size:
+                return None
+            end = offset + length
+    except (KeyError, TypeError):
+        return None
+    return (header, start) if header.get("set") == set_id else None
+
+
+class _HashingReader:
+    """Reads a file front to back into the buffers it is given, hashing each chunk in a thread
+    while the next is read (in order, one chunk at a time)."""
+
+    def __init__(self, f, hasher: ThreadPoolExecutor):
+        self.f, self.hasher, self.digest = f, hasher, hashlib.sha256()
+        self.pending = None
+
+    def fill(self, view: memoryview) -> bool:
+        """Read len(VIEW) bytes into VIEW; False when the file ends first (it shrank)."""
+        got = 0
+        while got < len(view):
+            n = self.f.readinto(view[got : got + CHUNK])
+            if not n:
+                return False
+            if self.pending is not None:
+                self.pending.result()
+            self.pending = self.hasher.submit(self.digest.update, view[got : got + n])
+            got += n
+        return True
+
+    def hexdigest(self) -> str:
+        if self.pending is not None:
+            self.pending.result()
+        return self.digest.hexdigest()
+
+
+def read_split(path: str | Path, set_id: str) -> tuple[str, dict | None, dict]:
+    """(sha256, header, member commit id -> its slice in a buffer of its own) of a pack file,
+    in one sequential pass: the header, then each member's slice straight into its own
+    anonymous memory (no copy of the whole pack), each chunk hashed while the next is read.
+    The header is None (and no slice kept) when the bytes are not a pack of SET_ID."""
+    with open(path, "rb", buffering=0) as f, ThreadPoolExecutor(1) as hasher:
+        size = os.fstat(f.fileno()).st_size
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        reader = _HashingReader(f, hasher)
+        head = bytearray(min(size, 16))  # the magic and the header's length
+        reader.fill(memoryview(head))
+        if len(head) == 16 and head[:8] == MAGIC:  # then the header and its padding
+            n = min(struct.unpack("<Q", head[8:16])[0], MAX_HEADER)
+            more = bytearray(min(size, 16 + n + (-(16 + n) % ALIGN)) - 16)
+            reader.fill(memoryview(more))
+            head += more
+        laid = _layout(head, size, set_id)
+        slices, pos = {}, len(head)
+        for m in laid[0]["members"] if laid else []:
+            at = laid[1] + m["offset"]
+            reader.fill(memoryview(bytearray(max(0, at - pos))))  # padding
+            buf = mmap.mmap(-1, m["length"]) if m["length"] else bytearray()
+            reader.fill(memoryview(buf))
+            slices[m["commit"]], pos = buf, at + m["length"]
+        rest = bytearray(CHUNK)
+        while pos < size:  # the padding after the last member, or a file that is no pack
+            n = min(CHUNK, size - pos)
+            if not reader.fill(memoryview(rest)[:n]):
+                break
+            pos += n
+        return reader.hexdigest(), (laid[0] if laid else None), slices if laid else {}
 
 
 # --- what gc keeps ---------------------------------------------------------------
