@@ -48,6 +48,7 @@ from bench_store import (  # noqa: E402
     MLP,
     WEIGHTS,
     module_shapes,
+    write_adapter_config,
     write_base_config,
 )
 
@@ -105,18 +106,7 @@ def write_lora(folder: Path, r: int, seed: int, layers: int = LAYERS) -> int:
             values = rng.standard_normal(n, dtype=np.float32) * np.float32(0.02)
             f.write((values.view(np.uint32) >> 16).astype("<u2").tobytes())
             left -= n
-    config = {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "r": r,
-        "lora_alpha": 32,
-        "lora_dropout": 0.05,
-        "bias": "none",
-        "target_modules": list(ATTN + MLP),
-        "base_model_name_or_path": BASE_NAME,
-        "inference_mode": True,
-    }
-    (folder / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_adapter_config(folder, r)
     return (folder / WEIGHTS).stat().st_size
 
 

@@ -106,6 +106,22 @@ def write_base_config(folder: Path) -> Path:
     return path
 
 
+def write_adapter_config(folder: Path, r: int) -> None:
+    """adapter_config.json of a rank-R LoRA on every attention and MLP projection."""
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": r,
+        "lora_alpha": 32,
+        "lora_dropout": 0.05,
+        "bias": "none",
+        "target_modules": list(ATTN + MLP),
+        "base_model_name_or_path": BASE_NAME,
+        "inference_mode": True,
+    }
+    (folder / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+
 def write_adapter(folder: Path, seed: int) -> int:
     """A PEFT adapter folder with random bf16 values, laid out as safetensors' save_file does
     (tensors by name, the header padded with spaces to 8 bytes). Written with numpy, so that
@@ -131,18 +147,7 @@ def write_adapter(folder: Path, seed: int) -> int:
         f.write(struct.pack("<Q", len(text)) + text)
         for raw in parts:
             f.write(raw)
-    config = {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "r": R,
-        "lora_alpha": 32,
-        "lora_dropout": 0.05,
-        "bias": "none",
-        "target_modules": list(ATTN + MLP),
-        "base_model_name_or_path": BASE_NAME,
-        "inference_mode": True,
-    }
-    (folder / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_adapter_config(folder, R)
     return (folder / WEIGHTS).stat().st_size
 
 

@@ -18,6 +18,7 @@ from mint.errors import InvalidSignature, NotVerified
 from mint.objects import Signer
 from mint.signing import SIGNATURE_FILE
 from mint.signing.bundle import read, read_bundle, verify_with
+from mint.signing.commits import differences
 from mint.store import sha256_file
 
 UNSIGNED = f"it carries no signature (no {SIGNATURE_FILE})"
@@ -49,7 +50,7 @@ def check_staged(folder: Path, where: str, keys: dict | None) -> Signer | None:
     bundle = read_bundle(path)
     st = read(bundle, shown)
     files = staged_digests(folder)
-    wrong = _difference(st.files, files)
+    wrong = differences(st.files, files, "not pulled")
     if wrong:
         raise InvalidSignature(shown, f"it does not sign these files ({wrong})")
     if st.commit is not None:
@@ -71,7 +72,7 @@ def verify_bundles(bundles: list[bytes], files: dict, keys: dict, where: str, co
             st = read(bundle, where)
             if st.commit is not None and st.commit != commit:
                 raise NotVerified(where, f"its signature was made for commit {st.commit[:12]}")
-            wrong = _difference(st.files, files)
+            wrong = differences(st.files, files, "not pulled")
             if wrong:
                 raise NotVerified(where, f"its signature does not cover these files: {wrong}")
             return _verified(bundle, st.hint, files, keys, where, st.commit is not None)
@@ -93,7 +94,7 @@ def _verified(bundle: bytes, hint, files: dict, keys: dict, where: str, bound=Fa
             signed = verify_with(bundle, pem)
         except ValueError:
             continue
-        if _difference(signed, files) is None:
+        if differences(signed, files, "not pulled") is None:
             return Signer(name, fp, bound)
     raise NotVerified(where, "its signature does not verify with the key it names")
 
@@ -103,15 +104,3 @@ def _keys_named(keys: dict, given: bool) -> str:
         return "the key given"
     names = sorted(name for name, _ in keys.values())
     return f"a key trusted here ({', '.join(names)})" if names else "a key trusted here (none)"
-
-
-def _difference(signed: dict[str, str], actual: dict[str, str]) -> str | None:
-    """The first difference between the files a bundle signs and those pulled, in words."""
-    for path in sorted(signed.keys() | actual.keys()):
-        if path not in actual:
-            return f"{path} is signed but not pulled"
-        if path not in signed:
-            return f"{path} is not signed"
-        if signed[path] != actual[path]:
-            return f"{path} differs from the signed one"
-    return None

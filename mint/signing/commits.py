@@ -51,11 +51,14 @@ def check(bundle: bytes, files: dict[str, str], commit: str, where: str) -> Stat
     return st
 
 
-def differences(signed: dict[str, str], actual: dict[str, str]) -> str | None:
-    """The first difference between the files a bundle signs and those there, in words."""
+def differences(
+    signed: dict[str, str], actual: dict[str, str], absent: str = "missing"
+) -> str | None:
+    """The first difference between the files a bundle signs and those there, in words (a
+    signed file not there is ABSENT: missing, or not pulled)."""
     for path in sorted(signed.keys() | actual.keys()):
         if path not in actual:
-            return f"{path} is signed but missing"
+            return f"{path} is signed but {absent}"
         if path not in signed:
             return f"{path} is not signed"
         if signed[path] != actual[path]:
