@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import time
 
 import pytest
@@ -22,26 +20,14 @@ from mint.commits import early, ingest
 from mint.db import SCHEMA_HEAD
 
 from conftest import one_line_error, snapshot
+from support.imports import imported_by
 
 WEIGHTS = "adapter_model.safetensors"
-
-# Runs `mint ARGS...` as the console script does, then prints the modules it imported.
-WRAPPER = """
-import json, runpy, sys
-sys.argv = ["mint", *sys.argv[1:]]
-try:
-    runpy.run_module("mint", run_name="__main__")
-finally:
-    print(json.dumps(sorted(sys.modules)), file=sys.stderr)
-"""
 
 
 def process(repo, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
     """`mint --repo REPO ARGS...` as a new process: (what it did, the modules it imported)."""
-    argv = [sys.executable, "-c", WRAPPER, "--repo", str(repo.root), *map(str, args)]
-    env = {**os.environ, "MINT_USER": "test"}
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-    return proc, set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    return imported_by("--repo", repo.root, *args, env={"MINT_USER": "test"})
 
 
 def settle(folder) -> None:

@@ -5,9 +5,6 @@ there, each loaded from its own module when it is looked up."""
 from __future__ import annotations
 
 import importlib
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import click
@@ -16,15 +13,7 @@ import pytest
 from mint import api
 from mint.cli import COMMANDS, cli, run_in_process
 
-# Runs `mint ARGS...` as the console script does, then prints the modules it imported.
-WRAPPER = """
-import json, runpy, sys
-sys.argv = ["mint", *sys.argv[1:]]
-try:
-    runpy.run_module("mint", run_name="__main__")
-finally:
-    print(json.dumps(sorted(sys.modules)), file=sys.stderr)
-"""
+from support.imports import imported_by
 
 # What `mint log` must not load: the runtime's and the Hub's libraries, the registry's server.
 HEAVY = (
@@ -43,13 +32,6 @@ HEAVY = (
     "mint.runtime",
     "mint.remote",
 )
-
-
-def imported_by(*args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
-    proc = subprocess.run(
-        [sys.executable, "-c", WRAPPER, *args], capture_output=True, text=True, timeout=120
-    )
-    return proc, set(json.loads(proc.stderr.strip().splitlines()[-1]))
 
 
 def loaded(modules: set[str], package: str) -> list[str]:
