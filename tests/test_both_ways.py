@@ -606,6 +606,10 @@ EXCLUDED: dict[str, str] = {
     "remote remove": "names a registry in this machine's config; no repository is read",
     "login": "keeps a token for a registry URL in this machine's config",
     "logout": "forgets a token kept for a registry URL in this machine's config",
+    "config set": "a setting of this machine's user config (signing.key); no repository is read",
+    "config get": "a setting of this machine's user config (signing.key); no repository is read",
+    "config unset": "a setting of this machine's user config; no repository is read",
+    "config ls": "the settings of this machine's user config; no repository is read",
     # Keys and signatures: tests/test_signing.py runs each locally and through a registry.
     "key generate": "makes a key pair in a folder of this machine; no repository is read",
     "key add": "tests/test_signing.py adds keys locally and on a registry (an admin's)",

@@ -19,6 +19,8 @@ RUN_TIME = {
     ".mint/config.json",
     ".mint/objects/",  # the local blob store
     ".mint/statcache.db",  # the first commit
+    "bench/out/",  # the benchmarks' results (`make bench`)
+    "bench/out/bench_catalog.json",
     "train/",  # `python -m mint.examples.demo --keep DIR`, in DIR
     "macaron/",
 }
