@@ -78,12 +78,19 @@ class LocalObjectStore:
                     return PutResult(actual, kept, False)
             return self._publish(temp, actual, size)
 
-    def stage(self, path: str | os.PathLike, *, observer: ChunkObserver | None = None) -> Staged:
+    def stage(
+        self,
+        path: str | os.PathLike,
+        *,
+        observer: ChunkObserver | None = None,
+        prefix: str = "blob-",
+    ) -> Staged:
         """`put` in two halves: copy and hash the file at PATH into a temp file, synced to
         disk, now (OBSERVER sees the bytes, and may refuse them in `done`); publish it, or drop
         it, later (`Staged.publish`, `Staged.discard`). What a commit started before its
-        checks are over uses: nothing is in the store until they passed."""
-        temp = _Temp(self.tmp)
+        checks are over uses: nothing is in the store until they passed. PREFIX starts the
+        temp file's name (`remove_leftovers` finds a dead writer's by it)."""
+        temp = _Temp(self.tmp, prefix)
         try:
             actual, size = temp.write(_read_chunks(path), observer)
             if observer is not None:
@@ -210,6 +217,30 @@ class LocalObjectStore:
                 continue  # its writer finished meanwhile
         return sorted(stale)
 
+    def adopt(self, fd: int, path: str, blob_id: str, size: int) -> Staged:
+        """The `Staged` blob another process staged in this store and handed over: FD, the
+        open temp file at PATH (its lock came with it), holding SIZE bytes that hash to
+        BLOB_ID, as that process says. PATH must be a temp file of this store, and FD that
+        very file (ValueError otherwise); the bytes are those the stager hashed, as the file
+        is locked and read-only to other mint writers."""
+        temp = Path(path)
+        if temp.parent != self.tmp or not temp.name.startswith("blob-"):
+            raise ValueError(f"not a temp file of {self}: {path!r}")
+        here, there = os.fstat(fd), temp.stat()
+        if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino) or here.st_size != size:
+            raise ValueError(f"the handed-over file is not {path!r} as staged")
+        return Staged(self, _Temp.adopted(fd, temp), check_blob_id(blob_id), size)
+
+    def remove_leftovers(self, prefix: str) -> None:
+        """Remove the temp files named PREFIX... whose writer is gone (a writer that died
+        before it handed them over): those of a live writer stay."""
+        try:
+            names = [e.name for e in self.tmp.iterdir() if e.name.startswith(prefix)]
+        except FileNotFoundError:
+            return
+        for name in names:
+            self.remove_temp(name)
+
     def remove_temp(self, name: str) -> None:
         """Remove the temp file NAME (a bare name from `stale_temps`); one whose writer
         is alive, or that is gone, is left alone."""
@@ -266,12 +297,19 @@ class _Temp:
     The lock is how `stale_temps` tells a live writer's file from one left by a writer
     that died: the kernel releases a dead process's locks."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, prefix: str = "blob-"):
         folder.mkdir(parents=True, exist_ok=True)
-        self.fd, name = tempfile.mkstemp(dir=folder, prefix="blob-")
+        self.fd, name = tempfile.mkstemp(dir=folder, prefix=prefix)
         self.path = Path(name)
         self.published = False
         fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    @classmethod
+    def adopted(cls, fd: int, path: Path) -> _Temp:
+        """The temp file another writer made and handed over, open (and locked) as FD."""
+        temp = cls.__new__(cls)
+        temp.fd, temp.path, temp.published = fd, path, False
+        return temp
 
     def __enter__(self) -> _Temp:
         return self

@@ -10,13 +10,14 @@ import json
 import shutil
 import sqlite3
 import subprocess
+import sys
 import time
 
 import pytest
 from safetensors.numpy import load_file, save_file
 
 from mint import api
-from mint.commits import early, ingest
+from mint.commits import ahead, early
 from mint.db import SCHEMA_HEAD
 
 from conftest import one_line_error, snapshot
@@ -164,16 +165,18 @@ def test_nan_weights_are_refused_by_the_read_ahead_and_the_commit(based, mint):
     assert snapshot(repo) == before and temps(repo) == []
 
 
-def test_a_file_changed_after_the_read_ahead_is_read_again(based, models):
+def test_a_file_changed_after_the_read_ahead_is_read_again(based, models, monkeypatch):
     """The read-ahead read the old weights; the commit's scan finds other stats, so the staged
-    copy is dropped and the commit stores the new bytes."""
+    copy is dropped and the commit stores the new bytes. (In this process, on a thread: the
+    forked read-ahead is for a new `mint commit`, tested below as one.)"""
+    monkeypatch.setenv("MINT_READ_AHEAD", "thread")
     repo, folder = based
     early.start(str(repo.root), folder)
     for path in folder.iterdir():  # another version, written over the one read ahead
         shutil.copyfile(models["a2"] / path.name, path)
     settle(folder)
     made = api.commit(repo, "chat", folder, "new", author="test")
-    assert not ingest._AHEAD and temps(repo) == []
+    assert not ahead._AHEAD and temps(repo) == []
     weights = api.show(repo, made.id).files[WEIGHTS].sha256
     assert weights == hashlib.sha256((folder / WEIGHTS).read_bytes()).hexdigest()
     raw = (folder / WEIGHTS).read_bytes()
@@ -181,9 +184,90 @@ def test_a_file_changed_after_the_read_ahead_is_read_again(based, models):
         assert t.sha256 == hashlib.sha256(raw[t.offset : t.offset + t.nbytes]).hexdigest()
 
 
-def test_a_read_ahead_no_commit_claims_is_dropped(based):
+def test_a_read_ahead_no_commit_claims_is_dropped(based, monkeypatch):
+    monkeypatch.setenv("MINT_READ_AHEAD", "thread")
     repo, folder = based
     early.start(str(repo.root), folder)
     early.stop()
-    assert not ingest._AHEAD and temps(repo) == []
+    assert not ahead._AHEAD and temps(repo) == []
     assert list(repo.store.iter()) == []
+
+
+# A new process forks its read-ahead: this script is one, claiming (or dropping) it itself.
+FORKED = """
+import json, sys
+from pathlib import Path
+from mint.commits import ahead, early
+from mint.commits.adapter import scan_adapter
+from mint.store.local import LocalObjectStore, _locked
+root, folder, what = sys.argv[1:]
+early.start(root, folder)
+kinds = [type(a).__name__ for a in ahead._AHEAD.values()]
+if what == "drop":
+    early.stop()
+    print(json.dumps({"kinds": kinds}))
+    sys.exit()
+store = LocalObjectStore(Path(root) / ".mint" / "objects")
+report = ahead.claim(scan_adapter(Path(folder)), store)
+staged = {p: [b.id, _locked(b.temp.path)] for p, (b, _) in report.staged.items()}
+tensors = report.staged["adapter_model.safetensors"][1].tensors
+for blob, _ in report.staged.values():
+    blob.publish()
+print(json.dumps({"kinds": kinds, "staged": staged, "tensors": tensors}))
+"""
+
+
+def forked(repo, folder, what: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", FORKED, str(repo.root), str(folder), what],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_forked_read_ahead_hands_its_locked_copies_to_the_commit(based):
+    """The child copies and hashes; the parent gets the temp files still locked (a gc in
+    between would spare them), and what it publishes is the folder's bytes."""
+    repo, folder = based
+    said = forked(repo, folder, "claim")
+    assert said["kinds"] == ["Forked"]
+    files = {p.name for p in folder.iterdir()} - {"adapter_config.json"}  # the commit's own
+    assert WEIGHTS in files and set(said["staged"]) == files
+    for name, (blob, locked) in said["staged"].items():
+        raw = (folder / name).read_bytes()
+        assert locked and blob == hashlib.sha256(raw).hexdigest()
+        assert repo.store.local_path(blob).read_bytes() == raw
+    header = load_file(folder / WEIGHTS)
+    assert set(said["tensors"]) == set(header) and temps(repo) == []
+
+
+def test_a_forked_read_ahead_no_commit_claims_leaves_nothing(based):
+    repo, folder = based
+    assert forked(repo, folder, "drop")["kinds"] == ["Forked"]
+    assert temps(repo) == [] and list(repo.store.iter()) == []
+
+
+def test_a_read_ahead_child_killed_after_staging_leaves_nothing(based, tmp_path):
+    """The child dies once its copies are staged, before it hands them over: the commit
+    reads the folder itself, and the dead child's temp files are removed."""
+    repo, folder = based
+    proc, _ = imported_by(
+        "--repo",
+        repo.root,
+        "commit",
+        "chat",
+        folder,
+        "-m",
+        "x",
+        "--json",
+        env={"MINT_USER": "test", "MINT_CRASH_AT": "commit.read-ahead-staged"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    made = json.loads(proc.stdout)
+    assert made["created"] and temps(repo) == []
+    api.checkout(repo, made["id"], tmp_path / "out")
+    for path in folder.iterdir():
+        assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes()

@@ -288,6 +288,39 @@ class TestLocalObjectStore(ObjectStoreTests):
                 store.remove_temp(bad)
         assert victim.exists()
 
+    def test_adopt_takes_only_the_named_temp_file_of_this_store(self, store, src, tmp_path):
+        """A read-ahead child hands its staged temp files over (mint.commits.ahead): the
+        store adopts a descriptor only for a temp file of its own, and only that very file."""
+        staged = store.stage(src, prefix="blob-ahead-1-")
+        other = store.stage(src)
+        outside = tmp_path / "blob-outside"
+        outside.write_bytes(src.read_bytes())
+        fd = os.dup(staged.temp.fd)
+        for path, size in (
+            (outside, staged.size),  # not in the store's tmp/
+            (other.temp.path, staged.size),  # another file than the descriptor's
+            (staged.temp.path, staged.size + 1),  # another size than was staged
+        ):
+            with pytest.raises(ValueError):
+                store.adopt(fd, str(path), staged.id, size)
+        adopted = store.adopt(fd, str(staged.temp.path), staged.id, staged.size)
+        staged.temp.published = True  # its descriptor closes; the adopted one holds the lock
+        staged.discard()
+        store.remove_leftovers("blob-ahead-1-")  # locked by the adopted descriptor: kept
+        assert adopted.publish().id == staged.id
+        assert store.local_path(staged.id).read_bytes() == src.read_bytes()
+        other.discard()
+        assert not any(store.tmp.iterdir())
+
+    def test_remove_leftovers_removes_a_dead_writers_temps_only(self, store, src):
+        dead = store.stage(src, prefix="blob-ahead-7-")
+        live = store.stage(src, prefix="blob-ahead-8-")
+        dead.temp.published = True  # closed as a killed writer's: unlocked, not removed
+        dead.discard()
+        store.remove_leftovers("blob-ahead-7-")
+        assert sorted(store.tmp.iterdir()) == [live.temp.path]
+        live.discard()
+
 
 class TestMemoryObjectStore(ObjectStoreTests):
     @pytest.fixture

@@ -10,9 +10,9 @@ need no database, and happen first, with nothing heavier than the standard libra
   rule, and the same base rule as `mint.bases.choose_base`), for the case where the database
   is SQLite and its schema the one this mint knows; anything else, or any doubt, is None, and
   the commit takes its usual way, which gives the answer or the error.
-* `start`: the copy of the folder into a local object store begins on a thread of its own
-  (`mint.commits.ingest.read_ahead`), while the main thread imports the database layer and
-  checks the commit; the commit publishes the staged blobs once its checks passed.
+* `start`: the copy of the folder into a local object store begins in a forked child
+  process (or on a thread: `mint.commits.ahead`), while the main thread imports the database
+  layer and checks the commit; the commit publishes the staged blobs once its checks passed.
 """
 
 from __future__ import annotations
@@ -130,11 +130,11 @@ def schema_head() -> str:
 
 def start(where: str | None, folder: str | os.PathLike) -> None:
     """Start reading FOLDER into the repository's local object store (not an S3 store, not a
-    signed folder): `mint.commits.ingest.read_ahead`."""
+    signed folder): `mint.commits.ahead.read_ahead`."""
     found = repository(where)
     if found is None or found[1].get("store") or os.path.isfile(Path(folder) / SIGNATURE):
         return
-    from mint.commits.ingest import read_ahead
+    from mint.commits.ahead import read_ahead
     from mint.store import LocalObjectStore
 
     mint_dir = found[0]
@@ -145,6 +145,6 @@ def stop() -> None:
     """Drop every read-ahead no commit claimed (the commit failed, or did not need it)."""
     import sys
 
-    ingest = sys.modules.get("mint.commits.ingest")
-    if ingest is not None:
-        ingest.drop_read_aheads()
+    ahead = sys.modules.get("mint.commits.ahead")
+    if ahead is not None:
+        ahead.drop_read_aheads()
