@@ -13,11 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from mint.errors import Forbidden
 from mint.registry import queries
@@ -30,7 +31,10 @@ T = TypeVar("T")
 bearer = HTTPBearer(auto_error=False, description="A token made by `mint registry token create`.")
 
 
-def repo_of(request: Request) -> Repo:
+async def repo_of(request: Request) -> Repo:
+    # async (as are `identity` and the role checks), so that FastAPI runs them on the event
+    # loop: a sync dependency is a trip to the thread pool and back, each request's wait for
+    # a CPU several times over on a loaded machine (issue 24)
     return request.app.state.repo
 
 
@@ -47,16 +51,24 @@ class TokenCache:
         self._found: OrderedDict[str, tuple[float, Identity]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def identity(self, repo: Repo, secret: str | None) -> Identity:
-        """SECRET's identity (`tokens.authenticate`), from here while it is fresh."""
+    def fresh(self, secret: str | None) -> Identity | None:
+        """SECRET's identity if it is remembered and fresh, else None (reads no database)."""
         if not secret:
-            return authenticate(repo, secret)
-        key, now = token_hash(secret), time.monotonic()
+            return None
+        key = token_hash(secret)
         with self._lock:
             found = self._found.get(key)
-            if found is not None and now - found[0] < self.ttl:
+            if found is not None and time.monotonic() - found[0] < self.ttl:
                 self._found.move_to_end(key)
                 return found[1]
+        return None
+
+    def identity(self, repo: Repo, secret: str | None) -> Identity:
+        """SECRET's identity (`tokens.authenticate`), from here while it is fresh."""
+        who = self.fresh(secret)
+        if who is not None or not secret:  # no secret: authenticate refuses it
+            return who if who is not None else authenticate(repo, secret)
+        key, now = token_hash(secret), time.monotonic()
         who = authenticate(repo, secret)
         with self._lock:
             self._found[key] = (now, who)
@@ -88,32 +100,49 @@ def token_cache(app) -> TokenCache:
 _made = threading.Lock()
 
 
-def identity(
+async def identity(
     request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
 ) -> Identity:
     """The token's identity; 401 without a token or with an unknown or revoked one. Checked
-    once per request (FastAPI resolves a dependency once), through the `TokenCache`."""
+    once per request (FastAPI resolves a dependency once), through the `TokenCache`: a fresh
+    one on the event loop, any other by a read of the tokens table in the thread pool."""
     secret = credentials.credentials if credentials else None
-    return token_cache(request.app).identity(repo_of(request), secret)
+    cache = token_cache(request.app)
+    who = cache.fresh(secret)
+    if who is None:
+        who = await run_in_threadpool(cache.identity, request.app.state.repo, secret)
+    return who
 
 
-def requires(role: Access) -> Callable[..., Identity]:
-    def dependency(who: Identity = Depends(identity)) -> Identity:
+def requires(role: Access) -> Callable[[Identity], Identity]:
+    """The check that an identity has ROLE: returns it, or raises Forbidden."""
+
+    def check(who: Identity) -> Identity:
         if not who.role.allows(role):
             raise Forbidden(
                 who.name, f"do this: it needs the {role} role, the token is {who.role}"
             )
         return who
 
+    return check
+
+
+def _role(role: Access) -> Callable[..., Awaitable[Identity]]:
+    """The dependency that checks ROLE (`requires`) on the request's identity."""
+    check = requires(role)
+
+    async def dependency(who: Identity = Depends(identity)) -> Identity:
+        return check(who)
+
     dependency.__name__ = f"requires_{role}"
     return dependency
 
 
 RepoDep = Annotated[Repo, Depends(repo_of)]
-Reader = Annotated[Identity, Depends(requires(Access.READER))]
-Writer = Annotated[Identity, Depends(requires(Access.WRITER))]
-Maintainer = Annotated[Identity, Depends(requires(Access.MAINTAINER))]
-Admin = Annotated[Identity, Depends(requires(Access.ADMIN))]
+Reader = Annotated[Identity, Depends(_role(Access.READER))]
+Writer = Annotated[Identity, Depends(_role(Access.WRITER))]
+Maintainer = Annotated[Identity, Depends(_role(Access.MAINTAINER))]
+Admin = Annotated[Identity, Depends(_role(Access.ADMIN))]
 
 
 def need(who: Identity, role: Access, why: str) -> None:
