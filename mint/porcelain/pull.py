@@ -337,16 +337,21 @@ def _provenance(repo_id: str, rev: str, sha: str, path: str | None = None) -> di
 def _commit(repo, b: Backend, repo_id: str, plan: Plan, rev, line, base, by: str) -> Pulled:
     if plan.kind == "set":
         return _commit_set(repo, b, repo_id, plan, rev, line, base, by)
+    return _commit_folder(repo, repo_id, plan, rev, line, "", base, by)[1]
+
+
+def _commit_folder(repo, repo_id: str, plan: Plan, rev, line, folder: str, base, by: str):
+    """(the commit, what was pulled) of the hub repository's FOLDER ("": its root) on LINE."""
     r = commit_adapter(
         repo,
         line,
-        plan.folder(""),
+        plan.folder(folder),
         f"pull {SCHEME}{repo_id}@{rev}",
         author=by,
         base=base,
-        provenance=_provenance(repo_id, rev, plan.sha),
+        provenance=_provenance(repo_id, rev, plan.sha, folder),
     )
-    return Pulled(
+    pulled = Pulled(
         rev,
         plan.sha,
         r.id,
@@ -354,9 +359,11 @@ def _commit(repo, b: Backend, repo_id: str, plan: Plan, rev, line, base, by: str
         "adapter",
         r.created,
         bytes_written=r.bytes_written,
-        signed=(plan.folder("") / SIGNATURE_FILE).is_file(),
-        verified_by=plan.verified.get(""),
+        path=folder or None,
+        signed=(plan.folder(folder) / SIGNATURE_FILE).is_file(),
+        verified_by=plan.verified.get(folder),
     )
+    return r, pulled
 
 
 def _commit_set(repo, b: Backend, repo_id: str, plan: Plan, rev, line, base, by: str) -> Pulled:
@@ -395,28 +402,10 @@ def _commit_member(repo, b, repo_id, plan, rev, folder, base, by, recorded: list
     held = b.pulled(repo_id, plan.sha, path=folder)
     if held is not None:
         return Pulled(rev, plan.sha, CommitId(held.id), held.line, held.kind, False, path=folder)
-    r = commit_adapter(
-        repo,
-        _member_line(folder),
-        plan.folder(folder),
-        f"pull {SCHEME}{repo_id}@{rev}",
-        author=by,
-        base=base,
-        provenance=_provenance(repo_id, rev, plan.sha, folder),
-    )
+    r, pulled = _commit_folder(repo, repo_id, plan, rev, _member_line(folder), folder, base, by)
     if r.created:
         recorded.append((r.line, r.parents[0] if r.parents else None, r.id))
-    return Pulled(
-        rev,
-        plan.sha,
-        r.id,
-        r.line,
-        "adapter",
-        r.created,
-        bytes_written=r.bytes_written,
-        path=folder,
-        signed=(plan.folder(folder) / SIGNATURE_FILE).is_file(),
-    )
+    return pulled
 
 
 def _take_back(b: Backend, recorded: list[tuple[str, str | None, str]]) -> None:
