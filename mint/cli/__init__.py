@@ -6,6 +6,7 @@ huggingface_hub, torch) load only when a command that needs them runs.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 
@@ -98,7 +99,14 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every expected error becomes one line on stderr and an exit code."""
     from mint.cli._errors import run
 
-    sys.exit(run(cli, argv))
+    code = run(cli, argv)
+    # The command is done and its repository closed. What the process holds (SQLAlchemy's and
+    # mint's modules: hundreds of thousands of objects) is frozen out of the full collections
+    # the interpreter runs at exit, which cost `mint log` about 25 ms of its 200 (issue 24).
+    # The standard streams are flushed as ever; an object that only a collection would free
+    # is left to the OS, as after os._exit: the commands close what they open.
+    gc.freeze()
+    sys.exit(code)
 
 
 def run_in_process(argv: list[str]) -> tuple[int, str, str]:

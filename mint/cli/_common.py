@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import getpass
 import os
 import subprocess
 import sys
@@ -112,6 +111,8 @@ def _fallback_user() -> str:
             return out
     except (OSError, subprocess.SubprocessError):
         pass
+    import getpass  # its termios import is not for every command
+
     try:
         return getpass.getuser()
     except Exception:  # noqa: BLE001 - no login name in some containers
