@@ -88,18 +88,39 @@ def test_status_and_ls_page_by_line_name(moved, repo):
 def test_each_query_is_an_index_lookup(moved, repo):
     """No query of history, status or ls scans a table of the catalog (SQLite's plans)."""
     _, everything = moved
+    other = next(m.to for m in everything if m.to != everything[-1].to)
     calls = [
         lambda: api.history(repo, "chat@production", n=5, before=everything[-1].id),
         lambda: api.status(repo),
         lambda: api.status(repo, limit=1, after="chat"),
         lambda: api.ls(repo, limit=1, after="chat"),
+        lambda: api.promote(repo, other, "production", by="t"),
+        lambda: api.rollback(repo, "chat@production", by="t"),
     ]
+    catalog = r"SCAN (refs|ref_history|commits|evaluations)\b"
     for call in calls:
         for statement, params in _statements(repo, call):
             with repo.db.read() as conn:
                 plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params).all()
-            scans = [r[-1] for r in plan if re.match(r"SCAN (refs|ref_history|commits)\b", r[-1])]
+            scans = [r[-1] for r in plan if re.match(catalog, r[-1])]
             assert scans == [], (statement, plan)
+
+
+def test_promote_names_the_commit_the_resolver_names(moved, repo, models):
+    """A promote reads a hex revision, its line and the channel in one query; it still means
+    what it means everywhere: a unique prefix names its commit, a line of that name wins."""
+    from mint.errors import RevisionNotFound
+
+    _, everything = moved
+    cid = everything[0].to
+    move = api.promote(repo, cid[:10], "qa", by="t")
+    assert (move.line, move.to) == ("chat", cid) and api.resolve(repo, "chat@qa") == cid
+    named = api.commit(repo, cid[:12], models["a2"], "a line named like a commit", author="t")
+    move = api.promote(repo, cid[:12], "qa", by="t")
+    assert (move.line, move.to) == (cid[:12], named.id) != ("chat", cid)
+    assert api.resolve(repo, f"{cid[:12]}@qa") == named.id
+    with pytest.raises(RevisionNotFound):
+        api.promote(repo, "chat~99", "qa", by="t")
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits.rows import members_of
 from mint.gates import evaluations as ev
-from mint.gates.contracts import get_row, guards
+from mint.gates.contracts import get_row, guard_is_old
 from mint.ids import CommitId, RefKind
 from mint.objects import Check, GateReport
 from mint.received import shown
@@ -77,19 +79,19 @@ def gate_report(conn, cid: str, line: str, channel: str, extra: str | None = Non
 def gate_rows(conn, cid: str, line: str, channel: str, extra, holder: str | None):
     """`gate_report` given the channel's HOLDER (already read), with the contracts rows it
     applied, in the report's order: (report, rows)."""
-    rows = guards(conn, line, channel)
+    guarded = guards_evaluated(conn, line, channel, cid, holder)
+    rows = [g.row for g in guarded]
     if extra and extra not in {r.name for r in rows}:
-        rows.append(get_row(conn, extra))
+        guarded.append(_evaluated(conn, get_row(conn, extra), cid, holder))
+        rows.append(guarded[-1].row)
     checks, evals = [], []
-    for row in rows:
-        found = ev.latest_evaluation(conn, cid, row.id)
-        if found is None:
+    for row, found_id, values, prev in guarded:
+        if found_id is None:
             checks.append(missing_evaluation(row))
+            values = {}
         else:
-            evals.append(found.id)
-        prev = ev.latest_evaluation_any_version(conn, holder, row.name) if holder else None
-        values = found.metrics if found else {}
-        checks += metric_checks(row.body, values, prev.metrics if prev else None, holder)
+            evals.append(found_id)
+        checks += metric_checks(row.body, values, prev, holder)
         checks += [held_check(conn, cid, line, ch) for ch in row.body["requires"]]
         if row.body["approvals"]:
             checks.append(approvals_check(approval_count(conn, cid, channel), row))
@@ -97,6 +99,52 @@ def gate_rows(conn, cid: str, line: str, channel: str, extra, holder: str | None
             checks.append(signature_check(conn, cid, row.body["signature"]["keys"]))
     contracts = [f"{r.name}@v{r.version}" for r in rows]
     return GateReport(CommitId(cid), line, channel, holder, contracts, checks, evals), rows
+
+
+class Evaluated(NamedTuple):
+    """A contract version guarding a channel (its contracts row), with the latest evaluation
+    of the candidate under it (id and metrics; None when there is none) and the metrics of
+    the holder's latest evaluation under any version of it (None: none, or no holder)."""
+
+    row: object
+    found_id: int | None
+    found_metrics: object
+    holder_metrics: object
+
+
+def guards_evaluated(conn, line: str, channel: str, cid: str, holder: str | None) -> list:
+    """`contracts.guards` of LINE@CHANNEL, each with the candidate CID's and the HOLDER's
+    latest evaluations (`Evaluated`): one query, each evaluation a correlated subquery on the
+    (commit, contract, id) index, so a probe per contract however many evaluations exist."""
+    c, e, named = s.contracts.c, s.evaluations.c, s.contracts
+    latest = sa.select(e.id).where(e.commit_id == cid, e.contract_id == c.id)
+    latest = latest.order_by(e.id.desc()).limit(1).correlate(named)
+    version = s.contracts.alias("version")
+    held = sa.select(e.metrics).join(version, version.c.id == e.contract_id)
+    held = held.where(e.commit_id == sa.bindparam("holder", holder, type_=e.commit_id.type))
+    held = held.where(version.c.name == c.name).order_by(version.c.version.desc(), e.id.desc())
+    q = sa.select(
+        named,
+        latest.scalar_subquery().label("found_id"),
+        latest.with_only_columns(e.metrics).scalar_subquery().label("found_metrics"),
+        held.limit(1).correlate(named).scalar_subquery().label("holder_metrics"),
+    )
+    rows = conn.execute(q.where(c.channel == channel, ~guard_is_old()).order_by(c.name))
+    return [
+        Evaluated(r, r.found_id, r.found_metrics, r.holder_metrics)
+        for r in rows
+        if not r.lines or line in r.lines
+    ]
+
+
+def _evaluated(conn, row, cid: str, holder: str | None) -> Evaluated:
+    """`Evaluated` of one contracts ROW (a contract named beside the channel's guards)."""
+    found = ev.latest_evaluation(conn, cid, row.id)
+    prev = ev.latest_evaluation_any_version(conn, holder, row.name) if holder else None
+    prev_metrics = prev.metrics if prev else None
+    return Evaluated(
+        row, found.id if found else None, found.metrics if found else {}, prev_metrics
+    )
 
 
 def missing_evaluation(row) -> Check:

@@ -326,13 +326,11 @@ def contract_row(conn, cid: str):
     return conn.execute(sa.select(s.contracts).where(s.contracts.c.id == cid)).one()
 
 
-def guards(conn, line: str, channel: str) -> list:
-    """Latest versions of the contracts guarding LINE@CHANNEL, by name: one query (each
-    name's latest version, kept when that version names CHANNEL)."""
+def guard_is_old():
+    """True of a contracts row when a later version of its contract exists (the latest one
+    alone guards its channel)."""
     c, later = s.contracts.c, s.contracts.alias("later")
-    newer = sa.exists().where(later.c.name == c.name, later.c.version > c.version)
-    q = sa.select(s.contracts).where(c.channel == channel, ~newer).order_by(c.name)
-    return [r for r in conn.execute(q) if not r.lines or line in r.lines]
+    return sa.exists().where(later.c.name == c.name, later.c.version > c.version)
 
 
 def _contract(row) -> Contract:

@@ -77,45 +77,36 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
     """Every line by name with its head and the holder of each of its channels; with LIMIT
     and AFTER (a line name), one page: the first LIMIT lines whose names sort after AFTER.
 
-    Queries on indexes, whatever the number of tags and commits: every line is read with
-    every channel in two range scans (cheaper than a probe of the channels per line), a page
-    joined to its channels in one query; then the remote-tracking channels of the range."""
+    One query on indexes, whatever the number of tags and commits: the lines (a range of the
+    names' index) outer-joined to their channels (a probe of the channels' index each),
+    which also says whether any remote-tracking ref exists; only then a second reads the
+    range's remote-tracking channels."""
     ln, ref = s.lines.c, s.refs.c
+    page = lines_page(sa.select(ln.name, ln.kind, ln.head), limit, after).subquery()
+    on = sa.and_(ref.kind == RefKind.CHANNEL, ref.line == page.c.name)
+    tracking = sa.select(s.remote_refs.c.line).exists()  # any row: read the first one only
+    q = sa.select(page.c.name, page.c.kind, page.c.head, ref.name, ref.target, tracking)
+    q = q.select_from(page.outerjoin(s.refs, on)).order_by(page.c.name, ref.name)
     with repo.db.read() as conn:
-        if limit is None and after is None:
-            lines = conn.execute(sa.select(ln.name, ln.kind, ln.head).order_by(ln.name)).all()
-            q = sa.select(ref.line, ref.name, ref.target).where(ref.kind == RefKind.CHANNEL)
-            held = conn.execute(q.order_by(ref.kind, ref.line, ref.name)).all()
-        else:
-            lines, held = _page(conn, limit, after)
-        if not lines:
+        rows = conn.execute(q).all()
+        if not rows:
             return []
-        tracked = remote_refs.tracked(conn, lines=(lines[0][0], lines[-1][0]))
-    channels: dict[str, dict[str, str]] = {}
-    for line, name, target in held:
-        channels.setdefault(line, {})[name] = target
+        tracked = remote_refs.tracked(conn, lines=(rows[0][0], rows[-1][0])) if rows[0][5] else []
     remote: dict[str, dict[str, str]] = {}
     for r in tracked:
         if r.kind == RefKind.CHANNEL:
             remote.setdefault(r.line, {})[f"{r.remote}/{r.name}"] = r.target
+    return _line_statuses(rows, remote)
+
+
+def _line_statuses(rows, remote: dict) -> list[LineStatus]:
+    """ROWS (line, kind, head, channel, holder, _), by line then channel, as LineStatus."""
     kinds = {k.value: k for k in Kind}
-    return [
-        LineStatus(n, kinds[k], head, channels.get(n, {}), remote.get(n, {}))
-        for n, k, head in lines
-    ]
-
-
-def _page(conn, limit: int | None, after: str | None) -> tuple[list, list]:
-    """A page of lines (name, kind, head) and their channels (line, channel, holder), from
-    one query: the page's lines outer-joined to their channels."""
-    ln, ref = s.lines.c, s.refs.c
-    page = lines_page(sa.select(ln.name, ln.kind, ln.head), limit, after).subquery()
-    on = sa.and_(ref.kind == RefKind.CHANNEL, ref.line == page.c.name)
-    q = sa.select(page.c.name, page.c.kind, page.c.head, ref.name, ref.target)
-    rows = conn.execute(q.select_from(page.outerjoin(s.refs, on)).order_by(page.c.name, ref.name))
-    lines, held = {}, []
-    for name, kind, head, channel, target in rows:
-        lines.setdefault(name, (name, kind, head))
+    out, last, held = [], None, {}
+    for name, kind, head, channel, target, _ in rows:
+        if name != last:
+            held, last = {}, name
+            out.append(LineStatus(name, kinds[kind], head, held, remote.get(name) or {}))
         if channel is not None:
-            held.append((name, channel, target))
-    return list(lines.values()), held
+            held[channel] = target
+    return out

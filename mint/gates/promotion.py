@@ -13,7 +13,6 @@ import dataclasses
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.commits import rows
 from mint.db import insert_new
 from mint.errors import (
     CanaryOpen,
@@ -31,13 +30,14 @@ from mint.gates.evaluations import latest_evaluation_any_version
 from mint.gates.history import move_of
 from mint.ids import Action, CommitId, RefKind, iso, utcnow
 from mint.objects import Approval, Evaluation, GateReport, Move
-from mint.refs import Ref, RefsContainer, check_name, check_text, resolve
+from mint.refs import Ref, RefsContainer, check_name, check_text, is_hex_prefix, resolve
 from mint.refs.channel_names import (
     check_channel_kind,
     check_channel_name,
     check_new_channel,
     guard_of,
 )
+from mint.refs.container import ref_of
 from mint.refs.revisions import check_local_ref, line_of, near_refs
 from mint.repo import Repo
 from mint.signing.moves import settle, signing_of
@@ -48,7 +48,7 @@ PROMOTE_ATTEMPTS = 20
 def _target(conn, rev: str, channel: str) -> tuple[str, str]:
     check_name("channel", channel)
     cid = resolve(conn, rev).id
-    line = rows.commit_row(conn, cid).line
+    line = line_of(conn, cid)
     check_channel_name(conn, line, channel)
     return cid, line
 
@@ -64,7 +64,7 @@ def evaluation_checks(repo: Repo, ev: Evaluation) -> Evaluation:
     """Attach the per-metric table for the contract's channel on the commit's line."""
     with repo.db.read() as conn:
         row = get_row(conn, ev.contract, ev.version)
-        line = rows.commit_row(conn, ev.commit_id).line
+        line = line_of(conn, ev.commit_id)
         holder = channel_holder(conn, line, row.channel)
         prev = latest_evaluation_any_version(conn, holder, row.name) if holder else None
         checks = metric_checks(row.body, ev.metrics, prev.metrics if prev else None, holder)
@@ -107,10 +107,7 @@ def promote(
 def _promote_once(repo, rev, channel, contract, force, reason, by, create, signing) -> Move:
     with repo.db.write() as conn:
         check_name("channel", channel)
-        cid = resolve(conn, rev).id
-        line = line_of(conn, cid)
-        refs = RefsContainer(conn)
-        current = refs.get(line, channel)
+        cid, line, current, signed = _candidate(conn, rev, channel)
         check_channel_kind(line, channel, current.kind if current else None)  # not a tag's
         if current is not None and current.target == cid:
             return move_of(conn, current.entry)  # already there: nothing moves or is logged
@@ -122,11 +119,40 @@ def _promote_once(repo, rev, channel, contract, force, reason, by, create, signi
             raise GateRefused(report)
         action = Action.FORCE if (force and not report.ok) else Action.PROMOTE
         evidence = _evidence(report, applied, reason, back=current.entry if current else None)
-        move = _move(refs, current, line, channel, cid, by, action, evidence)
+        move = _move(RefsContainer(conn), current, line, channel, cid, by, action, evidence)
         crash_point("promote.in-transaction")
-        settle(conn, move, signing)
+        settle(conn, move, signing, signed=signed)
     crash_point("promote.after-transaction")
     return move
+
+
+def _candidate(conn, rev: str, channel: str) -> tuple[str, str, Ref | None, bool]:
+    """What a promote of REV to CHANNEL starts from, read in its transaction: the commit REV
+    names, its line, LINE@CHANNEL's ref (None: no such ref yet) and whether the channel moves
+    only when signed. One query when REV is a commit id or a hex prefix that names no line
+    (as the resolver would find it), else the resolver's queries and one more."""
+    c, r, p = s.commits.c, s.refs.c, s.protected_channels.c
+    signed = sa.select(p.signed).where(p.channel == channel).scalar_subquery()
+    q = sa.select(c.id, c.line, signed.label("signed"), r.kind, r.target, r.entry, r.message)
+    q = q.add_columns(r.updated_at, r.name).select_from(
+        s.commits.outerjoin(s.refs, sa.and_(r.line == c.line, r.name == channel))
+    )
+    if is_hex_prefix(rev):
+        a_line = sa.select(s.lines.c.id).where(s.lines.c.name == rev).scalar_subquery()
+        by_prefix = q.add_columns(a_line.label("a_line")).where(c.id >= rev, c.id < rev + "g")
+        found = conn.execute(by_prefix.order_by(c.id).limit(2)).all()
+        if len(found) == 1 and found[0].a_line is None:  # a line of that name would win
+            return _candidate_of(found[0])
+    cid = resolve(conn, rev).id
+    row = conn.execute(q.where(c.id == cid)).first()
+    if row is None:
+        raise RevisionNotFound(cid, "no such commit")
+    return _candidate_of(row)
+
+
+def _candidate_of(row) -> tuple[str, str, Ref | None, bool]:
+    current = ref_of(row) if row.target is not None else None
+    return row.id, row.line, current, bool(row.signed)
 
 
 def _move(refs: RefsContainer, current: Ref | None, line, channel, cid, by, action, evidence):
@@ -191,7 +217,7 @@ def rollback(
     signing = signing_of(sign, password, signature)
     with repo.db.write() as conn:
         refs = RefsContainer(conn)
-        current = refs.get(line, channel)
+        current, replaced, signed = _channel_state(conn, line, channel)
         if current is None or current.kind != RefKind.CHANNEL:
             raise RevisionNotFound(
                 ref, "unknown channel", near_refs(conn, line, channel, RefKind.CHANNEL)
@@ -199,17 +225,16 @@ def rollback(
         if to is not None:
             move = _rollback_to(conn, refs, current, to, by, reason)
         else:
-            move = _rollback_once(conn, refs, current, by, reason)
-        settle(conn, move, signing)
+            move = _rollback_once(conn, refs, current, replaced, by, reason)
+        settle(conn, move, signing, signed=signed)
         crash_point("rollback.in-transaction")
     crash_point("rollback.after-transaction")
     return move
 
 
-def _rollback_once(conn, refs: RefsContainer, current: Ref, by, reason) -> Move:
-    """Back to the holder that the current one replaced."""
+def _rollback_once(conn, refs: RefsContainer, current: Ref, target, by, reason) -> Move:
+    """Back to the holder that the current one replaced (TARGET: its history row)."""
     line, channel = current.line, current.name
-    target = _replaced(conn, current.entry)
     if target is None:
         raise NothingToRollBack(f"{line}@{channel}", _holders(conn, line, channel))
     evidence = dict(contract=target.contract, evaluations=target.evaluations, reason=reason)
@@ -220,7 +245,7 @@ def _rollback_once(conn, refs: RefsContainer, current: Ref, by, reason) -> Move:
 def _rollback_to(conn, refs: RefsContainer, current: Ref, rev, by, reason) -> Move:
     line, channel = current.line, current.name
     cid = resolve(conn, rev).id
-    if rows.commit_row(conn, cid).line != line:
+    if line_of(conn, cid) != line:
         raise RevisionNotFound(rev, f"not a commit of line {line}")
     report, applied = None, []
     if not has_held(conn, cid, line, channel):  # a newcomer goes through the gate
@@ -231,11 +256,35 @@ def _rollback_to(conn, refs: RefsContainer, current: Ref, rev, by, reason) -> Mo
     return _move(refs, current, line, channel, cid, by, Action.ROLLBACK, evidence)
 
 
-def _replaced(conn, entry_id: int | None):
-    """The history row that entry ENTRY_ID replaced (its `back`), or None: one query."""
+def _channel_state(conn, line: str, channel: str) -> tuple[Ref | None, object, bool]:
+    """LINE@CHANNEL's ref (None: no such ref), the history row its current holder replaced
+    (the entry a rollback restores: its `back`; None when there is none) and whether the
+    channel moves only when signed: one query, in the rollback's transaction."""
+    r, p = s.refs.c, s.protected_channels.c
     top, back = s.ref_history.alias("top"), s.ref_history.alias("back")
-    q = sa.select(back).join_from(top, back, back.c.id == top.c.back)
-    return conn.execute(q.where(top.c.id == entry_id)).first()
+    signed = sa.select(p.signed).where(p.channel == channel).scalar_subquery()
+    replaced = (back.c.id, back.c.new, back.c.contract, back.c.evaluations, back.c.back)
+    q = sa.select(s.refs, signed.label("signed"), *(c.label(f"b_{c.name}") for c in replaced))
+    q = q.select_from(
+        s.refs.outerjoin(top, top.c.id == r.entry).outerjoin(back, back.c.id == top.c.back)
+    )
+    row = conn.execute(q.where(r.line == line, r.name == channel)).first()
+    if row is None:
+        return None, None, False
+    target = None
+    if row.b_id is not None:
+        target = _Replaced(row.b_new, row.b_contract, row.b_evaluations, row.b_back)
+    return ref_of(row), target, bool(row.signed)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Replaced:
+    """Of the history row a rollback restores: what the rollback's own row repeats."""
+
+    new: str
+    contract: str | None
+    evaluations: list | None
+    back: int | None
 
 
 def _holders(conn, line: str, channel: str) -> int:

@@ -97,17 +97,7 @@ class RefsContainer:
         row = self.conn.execute(
             sa.select(s.refs).where(s.refs.c.line == line, s.refs.c.name == name)
         ).first()
-        if row is None:
-            return None
-        return Ref(
-            row.line,
-            row.name,
-            RefKind(row.kind),
-            row.target,
-            row.entry,
-            row.message,
-            row.updated_at,
-        )
+        return None if row is None else ref_of(row)
 
     def set_if_equals(
         self,
@@ -129,22 +119,35 @@ class RefsContainer:
         the same insert."""
         now = at or utcnow()
         old_target = old.target if old else None
-        entry = self._log(line, name, kind, action, old_target, new, by, now, **(evidence or {}))
-        values = dict(target=new, kind=kind, message=message, updated_at=now, entry=entry)
+        log = dict(line=line, name=name, kind=kind, action=action, old=old_target, new=new)
+        log.update(by=by, at=now, **(evidence or {}))
+        values = dict(target=new, kind=kind, message=message, updated_at=now)
+        if old is not None and self.conn.dialect.name == "postgresql":
+            return self._log_and_swap(line, name, old, log, values)
+        entry = self._log(**log)
+        values["entry"] = entry
         if old is None:
             if not insert_new(self.conn, s.refs, dict(line=line, name=name, **values)):
                 raise RefConflict(f"{line}@{name}", None, self._target(line, name))
             return entry
-        ref = s.refs.c
-        moved = self.conn.execute(
-            s.refs.update()
-            .where(ref.line == line, ref.name == name, ref.target == old.target)
-            .where(ref.entry.is_(None) if old.entry is None else ref.entry == old.entry)
-            .values(**values)
-        ).rowcount
+        moved = self.conn.execute(_swap(line, name, old).values(**values)).rowcount
         if moved != 1:
             raise RefConflict(f"{line}@{name}", old.target, self._target(line, name))
         return entry
+
+    def _log_and_swap(self, line: str, name: str, old: Ref, log: dict, values: dict) -> int:
+        """`set_if_equals` of an existing ref on PostgreSQL: the history row's insert and the
+        compare-and-swap in one statement (a data-modifying WITH), one round trip instead of
+        two. When the swap finds another target, the row inserted is rolled back with the
+        transaction the raised RefConflict ends."""
+        h = s.ref_history
+        logged = h.insert().values(**log).returning(h.c.id).cte("logged")
+        entry = sa.select(logged.c.id).scalar_subquery()
+        swap = _swap(line, name, old).values(entry=entry, **values).returning(s.refs.c.entry)
+        moved = self.conn.execute(swap.add_cte(logged)).scalar()
+        if moved is None:
+            raise RefConflict(f"{line}@{name}", old.target, self._target(line, name))
+        return moved
 
     def remove_if_equals(self, old: Ref, *, by: str) -> int:
         """Delete the ref if it still is OLD; log the deletion. Returns the history row's id."""
@@ -182,3 +185,27 @@ class RefsContainer:
         row = dict(line=line, name=name, kind=kind, action=action, old=old, new=new, by=by, at=at)
         row.update(more)
         return self.conn.execute(s.ref_history.insert().values(**row)).inserted_primary_key[0]
+
+
+def ref_of(row) -> Ref:
+    """A refs row (or any row with its columns) as a Ref."""
+    return Ref(
+        row.line,
+        row.name,
+        RefKind(row.kind),
+        row.target,
+        row.entry,
+        row.message,
+        row.updated_at,
+    )
+
+
+def _swap(line: str, name: str, old: Ref):
+    """The compare-and-swap of LINE@NAME from OLD: an UPDATE that matches only while the ref
+    still holds OLD's target, set by OLD's history entry."""
+    ref = s.refs.c
+    return (
+        s.refs.update()
+        .where(ref.line == line, ref.name == name, ref.target == old.target)
+        .where(ref.entry.is_(None) if old.entry is None else ref.entry == old.entry)
+    )

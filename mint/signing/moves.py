@@ -244,11 +244,12 @@ def signing_of(sign=None, password: str | None = None, signature=None):
     return None
 
 
-def settle(conn, move: Move, signing) -> None:
+def settle(conn, move: Move, signing, *, signed: bool | None = None) -> None:
     """In MOVE's transaction, its history row written: refuse an unsigned move of a channel
-    that needs a signature; check a signature against the move, and keep it beside it."""
+    that needs a signature (SIGNED: whether it does, if the caller read it in this
+    transaction); check a signature against the move, and keep it beside it."""
     if signing is None:
-        if needs_signature(conn, move.channel):
+        if needs_signature(conn, move.channel) if signed is None else signed:
             ref = f"{move.line}@{move.channel}"
             raise MoveNotSigned(ref, f"{move.channel} moves only when signed; {UNSIGNED}")
         return
