@@ -120,6 +120,7 @@ class Runtime:
         self.variant, self.rev = "production", None  # traces' name; what it serves, as given
         self.recorder = None  # a TraceRecorder, when turns are recorded (see `traces`)
         self.canary_of: Callable[[], object | None] | None = None  # the open canary, if any
+        self.admit: Callable[[str], object] | None = None  # raises for a commit not to serve
         self._split: Split | None = None
 
     # --- serving ---------------------------------------------------------------------
@@ -328,11 +329,18 @@ class Runtime:
         with self._lock:
             slot = self._tier.get(commit_id)
         try:
-            spec = slot.engine.spec if slot is not None else self.load_spec(commit_id)
+            spec = self._resident_spec(slot) if slot is not None else self.load_spec(commit_id)
         except Exception as exc:  # noqa: BLE001 - any failure leaves the old version serving
             self._record_failure(commit_id, exc, 0.0)
             return False
         return self.update(spec)
+
+    def _resident_spec(self, slot: Slot) -> SetSpec:
+        """The spec of a version resident in the CPU tier, admitted again first (`admit`: a
+        key trusted when it was loaded may not be any more)."""
+        if self.admit is not None:
+            self.admit(slot.engine.id)
+        return slot.engine.spec
 
     def _record_failure(self, commit_id: str, exc: Exception, seconds: float) -> None:
         self.metrics.swap_failed()
@@ -410,12 +418,16 @@ class Runtime:
             return True
 
     def _canary_version(self, commit: str) -> Slot:
-        with self._lock:
-            slot = self._tier.take(commit)
-        if slot is not None:
-            return slot
         started = time.perf_counter()
+        with self._lock:
+            slot = self._tier.get(commit)
         try:
+            if slot is not None:
+                self._resident_spec(slot)
+                with self._lock:
+                    slot = self._tier.take(commit)
+            if slot is not None:
+                return slot
             spec = self.load_spec(commit)
             return Slot(self.load(spec))
         except Exception as exc:

@@ -128,6 +128,7 @@ def open_runtime(
         watch=watch,
     )
     runtime.variant, runtime.rev = variant_name(rev), rev
+    runtime.admit = signatures.check if signatures is not None else None  # the CPU tier's too
     runtime.recorder = recorder_for(repo, content=trace_content) if traces else None
     if runtime.recorder is not None:
         runtime.metrics.traces = runtime.recorder.stats

@@ -9,8 +9,9 @@ the version is fetched or loaded: at start (where a refusal is the command's one
 where a refusal leaves the serving version serving. Each refusal is counted in `/metrics` as
 `mint_signature_refusals_total{reason=...}` (unsigned, not_verified, key_not_allowed).
 
-A version kept resident in the CPU tier was judged when it was loaded, and is served again
-without being fetched, loaded or judged again.
+A version kept resident in the CPU tier is judged again before it serves again (the
+runtime's `admit`), though nothing of it is fetched or loaded: a key trusted when it was
+loaded may have been removed since.
 """
 
 from __future__ import annotations

@@ -324,6 +324,42 @@ def test_a_runtime_judges_each_move_and_each_canary_before_it_fetches_anything(
         runtime.close()
 
 
+def test_a_version_resident_in_the_cpu_tier_is_judged_again_before_it_serves_again(
+    repo, models, tmp_path
+):
+    """Rolled back to a version still loaded in the CPU tier, whose key is no longer trusted:
+    refused (counted), and the holder keeps serving, though nothing had to be fetched."""
+    from mint.runtime.service import open_runtime
+
+    ids = build_set(repo, models, tmp_path)
+    private = keys(repo, tmp_path, "alice", "bob")
+    for line, folder in (("router", "a1"), ("chat", "a2"), ("coding", "a3"), ("summary", "a2")):
+        api.commit(repo, line, models[folder], line, author=USER, sign=private["alice"])
+    api.promote(repo, ids["set"], "production", by=USER)
+    runtime = open_runtime(
+        repo,
+        "macaron@production",
+        str(models["base"]),
+        signatures=SignatureGuard.open(repo),
+        max_cpu_adapters=64,
+    )
+    try:
+        api.commit(repo, "chat", models["a1"], "chat v2", author=USER, sign=private["bob"])
+        set2 = api.set_commit(repo, ids["folder"] / "mol.toml", "v2", author=USER).id
+        api.promote(repo, set2, "production", by=USER)
+        assert runtime.poll() is True and runtime.active.id == set2
+        assert ids["set"] in runtime.resident()  # set 1 waits in the CPU tier
+        api.key_rm(repo, "alice")
+        api.rollback(repo, "macaron@production", by=USER)
+        runtime.retry_after = 0
+        assert runtime.poll() is False and runtime.active.id == set2
+        assert runtime.metrics.signature_refusals == {"not_verified": 1}
+        assert "alice" in runtime.history[-1].error or "trusted" in runtime.history[-1].error
+        assert ids["set"] in runtime.resident()  # refused, not unloaded
+    finally:
+        runtime.close()
+
+
 # --- the vLLM plugin's source ---------------------------------------------------------------
 
 
