@@ -160,9 +160,10 @@ def check_rev(repo: Repo, who: Identity, rev: str) -> str | None:
     commit it shows (`check_commit`). Returns the line when it was looked up."""
     if who.lines is None:
         return None
-    cid, line = queries.commit_of(repo, rev)
-    check_line(who, line)
-    check_commit(repo, who, cid)
+    with repo.db.read() as conn:  # one transaction for the commit and the lines it shows
+        cid, line = queries.commit_of(conn, rev)
+        check_line(who, line)
+        check_commits(conn, who, [cid], f"commit {cid[:12]}")
     return line
 
 

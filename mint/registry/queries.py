@@ -20,11 +20,11 @@ def line_of(repo: Repo, rev: str) -> str:
         return rows.commit_row(conn, resolve(conn, rev).id).line
 
 
-def commit_of(repo: Repo, rev: str) -> tuple[str, str]:
-    """(id, line) of the commit REV names (RevisionNotFound if none)."""
-    with repo.db.read() as conn:
-        cid = resolve(conn, rev).id
-        return cid, rows.commit_row(conn, cid).line
+def commit_of(conn, rev: str) -> tuple[str, str]:
+    """(id, line) of the commit REV names (RevisionNotFound if none), in the caller's
+    transaction (CONN)."""
+    cid = resolve(conn, rev).id
+    return cid, rows.commit_row(conn, cid).line
 
 
 IN_CHUNK = 500  # ids per `IN (...)`: well under SQLite's limit on bound parameters
