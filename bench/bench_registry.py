@@ -9,7 +9,17 @@ Figures (issue 10):
   `resolve` p50 under 20 ms, `promote` p50 under 30 ms, each one request over a kept-alive
   connection; reads per second with 16 concurrent clients spread over two replicas.
 
+With --show (issue 24, "catalog calls"): only `show` through a registry
+(`GET /api/v1/commits/bench%40release`, the default answer with the tensor table summarized and
+`?tensors=all`) on the cached catalog of catalog_fixture.py, on each database of --db: RUNS
+rounds of --calls requests over a kept-alive connection, each round's p50 (the median of them,
+with their min and max, and the p95 of every request), beside the target of 10 ms at 10^5
+commits; with the server process's CPU time and context switches a request (from /proc), and
+the SQL statements one request runs (counted in process). The load average is printed.
+
     python bench/bench_registry.py [--commits 100000] [--mb 80] [--runs 5] [--db postgresql]
+    python bench/bench_registry.py --show [--commits 100000] [--runs 5] [--calls 100]
+                                   [--db sqlite,postgresql]
 """
 
 from __future__ import annotations
@@ -30,6 +40,9 @@ import _common as c  # noqa: E402
 from support.registry import create_token, start_registry  # noqa: E402
 
 PUSH_TARGET, REPUSH_TARGET_S, READ_TARGET_MS, PROMOTE_TARGET_MS = 1.3, 0.5, 20.0, 30.0
+SHOW_TARGET_MS = 10.0  # issue 24: show through the registry, p50 at 10^5 commits
+SHOW_PATH = f"/api/v1/commits/{bench_catalog.LINE}%40{bench_catalog.TAG}"
+SHOW_ANSWERS = {"summary": None, "tensors=all": {"tensors": "all"}}
 
 
 def random_file(path: Path, size: int) -> str:
@@ -196,6 +209,120 @@ def run(args) -> dict:
     }
 
 
+# --- show on the cached catalog (--show) --------------------------------------------------
+
+
+def run_show(args) -> dict:
+    dbs = (args.db or "sqlite,postgresql").split(",")
+    if "postgresql" in dbs and not c.pg_available():
+        print(f"PostgreSQL is not reachable at {c.PG_ADMIN_URL}: SQLite only", file=sys.stderr)
+        dbs = [d for d in dbs if d != "postgresql"]
+    out = {"commits": args.commits, "runs": args.runs, "calls": args.calls, "figures": {}}
+    out["load"] = [os.getloadavg()[0]]
+    for db in dbs:
+        with bench_catalog.cached_catalog(db, args.commits) as (repo, _, _, _):
+            token = create_token(repo.root, "bench", "reader")
+            statements = show_statements(repo, token)
+            server = start_registry(repo.root)
+            try:
+                with server.client(token) as client:
+                    for answer, params in SHOW_ANSWERS.items():
+                        got = time_show(client, server.pid, params, args.runs, args.calls)
+                        got["statements"] = statements[answer]
+                        out["figures"][f"{db}/{answer}"] = got
+                        out["load"].append(os.getloadavg()[0])
+            finally:
+                server.stop()
+    return out
+
+
+def time_show(client, pid: int, params, runs: int, calls: int) -> dict:
+    """RUNS rounds of CALLS requests: each round's p50 (ms), the p95 of all, and the server's
+    CPU time (ms) and context switches a request."""
+    for _ in range(20):  # warm: the pool's connections, SQLAlchemy's compiled statements
+        assert client.get(SHOW_PATH, params=params).status_code == 200
+    cpu, switches = _process_cpu(pid), _process_switches(pid)
+    p50s, every = [], []
+    for _ in range(runs):
+        times = []
+        for _ in range(calls):
+            seconds, response = c.timed(lambda: client.get(SHOW_PATH, params=params))
+            assert response.status_code == 200, response.text
+            times.append(seconds * 1000)
+        p50s.append(c.median(times))
+        every += times
+    n = runs * calls
+    return {
+        "p50_ms": c.median(p50s),
+        "min_ms": min(p50s),
+        "max_ms": max(p50s),
+        "p95_ms": percentile_ms([t / 1000 for t in every], 0.95),
+        "server_cpu_ms": (_process_cpu(pid) - cpu) * 1000 / n,
+        "switches": (_process_switches(pid) - switches) / n,
+    }
+
+
+def show_statements(repo, token: str) -> dict[str, int]:
+    """The SQL statements one show request runs, by answer (the app in this process)."""
+    from fastapi.testclient import TestClient
+    from sqlalchemy import event
+
+    from mint.registry.app import create_app
+
+    seen: list[str] = []
+
+    def count(conn, cursor, statement, *rest):
+        seen.append(statement)
+
+    counts = {}
+    with TestClient(create_app(repo), headers={"Authorization": f"Bearer {token}"}) as client:
+        event.listen(repo.db.engine, "before_cursor_execute", count)
+        try:
+            for answer, params in SHOW_ANSWERS.items():
+                client.get(SHOW_PATH, params=params)  # the token read once, then believed
+                seen.clear()
+                assert client.get(SHOW_PATH, params=params).status_code == 200
+                counts[answer] = len(seen)
+        finally:
+            event.remove(repo.db.engine, "before_cursor_execute", count)
+    return counts
+
+
+def _process_cpu(pid: int) -> float:
+    """Seconds of CPU (user and system) process PID has used, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _process_switches(pid: int) -> int:
+    """Context switches of all PID's threads so far (voluntary and not)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for line in (task / "status").read_text().splitlines():
+                if "ctxt_switches" in line:
+                    total += int(line.split()[1])
+    return total
+
+
+def show_report(r: dict) -> str:
+    rows = []
+    for key, f in r["figures"].items():
+        summary = key.endswith("/summary")
+        target = f"<= {SHOW_TARGET_MS:.0f}" if summary else "(info)"
+        ok = c.verdict(f["p50_ms"], SHOW_TARGET_MS) if summary else ""
+        spread = f"{f['p50_ms']:.2f} ({f['min_ms']:.2f}-{f['max_ms']:.2f})"
+        rows.append([key, spread, f"{f['p95_ms']:.2f}", f"{f['server_cpu_ms']:.2f}"])
+        rows[-1] += [f"{f['switches']:.1f}", f["statements"], target, ok]
+    header = ["db/answer", "p50 (min-max) ms", "p95 ms", "server CPU ms", "ctx switches"]
+    header += ["statements", "target ms", ""]
+    title = (
+        f"show through the registry at {r['commits']:,} commits: {r['runs']} runs x"
+        f" {r['calls']} requests; load average " + " -> ".join(f"{x:.1f}" for x in r["load"])
+    )
+    return c.table(title, header, rows)
+
+
 def report(r: dict) -> str:
     rows = []
     for name, v in r["calls"].items():
@@ -225,8 +352,19 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--commits", type=int, default=100_000)
     p.add_argument("--mb", type=int, default=80)
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--db", default="postgresql", choices=["sqlite", "postgresql"])
-    results = run(p.parse_args(argv))
+    p.add_argument("--db", default=None, help="postgresql; with --show: sqlite,postgresql")
+    p.add_argument("--show", action="store_true", help="only show, on the cached catalog")
+    p.add_argument("--calls", type=int, default=100, help="requests a round (--show)")
+    args = p.parse_args(argv)
+    if args.show:
+        results = run_show(args)
+        print(show_report(results))
+        c.write_json("bench_registry_show", results)
+        return results
+    args.db = args.db or "postgresql"
+    if args.db not in ("sqlite", "postgresql"):
+        p.error("--db is sqlite or postgresql")
+    results = run(args)
     print(report(results))
     c.write_json("bench_registry", results)
     return results
