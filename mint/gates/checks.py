@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits.rows import members_of
 from mint.gates import evaluations as ev
-from mint.gates.contracts import get_row, guard_is_old
+from mint.gates.contracts import get_row
+from mint.gates.reads import Evaluated, guards_evaluated, has_held
 from mint.ids import CommitId, RefKind
 from mint.objects import Check, GateReport
 from mint.received import shown
@@ -101,42 +100,6 @@ def gate_rows(conn, cid: str, line: str, channel: str, extra, holder: str | None
     return GateReport(CommitId(cid), line, channel, holder, contracts, checks, evals), rows
 
 
-class Evaluated(NamedTuple):
-    """A contract version guarding a channel (its contracts row), with the latest evaluation
-    of the candidate under it (id and metrics; None when there is none) and the metrics of
-    the holder's latest evaluation under any version of it (None: none, or no holder)."""
-
-    row: object
-    found_id: int | None
-    found_metrics: object
-    holder_metrics: object
-
-
-def guards_evaluated(conn, line: str, channel: str, cid: str, holder: str | None) -> list:
-    """`contracts.guards` of LINE@CHANNEL, each with the candidate CID's and the HOLDER's
-    latest evaluations (`Evaluated`): one query, each evaluation a correlated subquery on the
-    (commit, contract, id) index, so a probe per contract however many evaluations exist."""
-    c, e, named = s.contracts.c, s.evaluations.c, s.contracts
-    latest = sa.select(e.id).where(e.commit_id == cid, e.contract_id == c.id)
-    latest = latest.order_by(e.id.desc()).limit(1).correlate(named)
-    version = s.contracts.alias("version")
-    held = sa.select(e.metrics).join(version, version.c.id == e.contract_id)
-    held = held.where(e.commit_id == sa.bindparam("holder", holder, type_=e.commit_id.type))
-    held = held.where(version.c.name == c.name).order_by(version.c.version.desc(), e.id.desc())
-    q = sa.select(
-        named,
-        latest.scalar_subquery().label("found_id"),
-        latest.with_only_columns(e.metrics).scalar_subquery().label("found_metrics"),
-        held.limit(1).correlate(named).scalar_subquery().label("holder_metrics"),
-    )
-    rows = conn.execute(q.where(c.channel == channel, ~guard_is_old()).order_by(c.name))
-    return [
-        Evaluated(r, r.found_id, r.found_metrics, r.holder_metrics)
-        for r in rows
-        if not r.lines or line in r.lines
-    ]
-
-
 def _evaluated(conn, row, cid: str, holder: str | None) -> Evaluated:
     """`Evaluated` of one contracts ROW (a contract named beside the channel's guards)."""
     found = ev.latest_evaluation(conn, cid, row.id)
@@ -172,14 +135,6 @@ def held_check(conn, cid: str, line: str, channel: str) -> Check:
 def held_row(line: str, channel: str, held: bool) -> Check:
     """The row of a contract's `requires`: whether the commit has held LINE@CHANNEL."""
     return Check(f"held {line}@{channel}", "yes", "yes" if held else "no", held)
-
-
-def has_held(conn, cid: str, line: str, channel: str) -> bool:
-    h = s.ref_history.c
-    q = sa.select(h.id).where(
-        h.line == line, h.name == channel, h.new == cid, h.kind == RefKind.CHANNEL
-    )
-    return conn.execute(q.limit(1)).first() is not None
 
 
 def approval_count(conn, cid: str, channel: str, until=None) -> int:

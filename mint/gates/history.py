@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import sqlalchemy as sa
 
 from mint import schema as s
@@ -81,12 +83,7 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
     names' index) outer-joined to their channels (a probe of the channels' index each),
     which also says whether any remote-tracking ref exists; only then a second reads the
     range's remote-tracking channels."""
-    ln, ref = s.lines.c, s.refs.c
-    page = lines_page(sa.select(ln.name, ln.kind, ln.head), limit, after).subquery()
-    on = sa.and_(ref.kind == RefKind.CHANNEL, ref.line == page.c.name)
-    tracking = sa.select(s.remote_refs.c.line).exists()  # any row: read the first one only
-    q = sa.select(page.c.name, page.c.kind, page.c.head, ref.name, ref.target, tracking)
-    q = q.select_from(page.outerjoin(s.refs, on)).order_by(page.c.name, ref.name)
+    q = _every_line() if limit is None and after is None else _status_query(limit, after)
     with repo.db.read() as conn:
         rows = conn.execute(q).all()
         if not rows:
@@ -97,6 +94,25 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
         if r.kind == RefKind.CHANNEL:
             remote.setdefault(r.line, {})[f"{r.remote}/{r.name}"] = r.target
     return _line_statuses(rows, remote)
+
+
+def _status_query(limit: int | None, after: str | None):
+    """Lines (as `lines_page` pages them) with their channels, and whether any
+    remote-tracking ref exists."""
+    ln, ref = s.lines.c, s.refs.c
+    page = lines_page(sa.select(ln.name, ln.kind, ln.head), limit, after).subquery()
+    on = sa.and_(ref.kind == RefKind.CHANNEL, ref.line == page.c.name)
+    # Any row (the first one read), as the driver gives it: a Boolean's conversion per row
+    # cost more than the lookup.
+    tracking = sa.type_coerce(sa.select(s.remote_refs.c.line).exists(), sa.Integer)
+    q = sa.select(page.c.name, page.c.kind, page.c.head, ref.name, ref.target, tracking)
+    return q.select_from(page.outerjoin(s.refs, on)).order_by(page.c.name, ref.name)
+
+
+@functools.cache
+def _every_line():
+    """`_status_query` of every line, built once (it has no parameter)."""
+    return _status_query(None, None)
 
 
 def _line_statuses(rows, remote: dict) -> list[LineStatus]:

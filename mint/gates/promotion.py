@@ -24,6 +24,7 @@ from mint.errors import (
     RevisionNotFound,
 )
 from mint.faults import crash_point
+from mint.gates import reads
 from mint.gates.checks import channel_holder, gate_report, gate_rows, has_held, metric_checks
 from mint.gates.contracts import get_row
 from mint.gates.evaluations import latest_evaluation_any_version
@@ -37,7 +38,6 @@ from mint.refs.channel_names import (
     check_new_channel,
     guard_of,
 )
-from mint.refs.container import ref_of
 from mint.refs.revisions import check_local_ref, line_of, near_refs
 from mint.repo import Repo
 from mint.signing.moves import settle, signing_of
@@ -131,28 +131,13 @@ def _candidate(conn, rev: str, channel: str) -> tuple[str, str, Ref | None, bool
     names, its line, LINE@CHANNEL's ref (None: no such ref yet) and whether the channel moves
     only when signed. One query when REV is a commit id or a hex prefix that names no line
     (as the resolver would find it), else the resolver's queries and one more."""
-    c, r, p = s.commits.c, s.refs.c, s.protected_channels.c
-    signed = sa.select(p.signed).where(p.channel == channel).scalar_subquery()
-    q = sa.select(c.id, c.line, signed.label("signed"), r.kind, r.target, r.entry, r.message)
-    q = q.add_columns(r.updated_at, r.name).select_from(
-        s.commits.outerjoin(s.refs, sa.and_(r.line == c.line, r.name == channel))
-    )
-    if is_hex_prefix(rev):
-        a_line = sa.select(s.lines.c.id).where(s.lines.c.name == rev).scalar_subquery()
-        by_prefix = q.add_columns(a_line.label("a_line")).where(c.id >= rev, c.id < rev + "g")
-        found = conn.execute(by_prefix.order_by(c.id).limit(2)).all()
-        if len(found) == 1 and found[0].a_line is None:  # a line of that name would win
-            return _candidate_of(found[0])
-    cid = resolve(conn, rev).id
-    row = conn.execute(q.where(c.id == cid)).first()
-    if row is None:
-        raise RevisionNotFound(cid, "no such commit")
-    return _candidate_of(row)
-
-
-def _candidate_of(row) -> tuple[str, str, Ref | None, bool]:
-    current = ref_of(row) if row.target is not None else None
-    return row.id, row.line, current, bool(row.signed)
+    found = reads.candidate_by_prefix(conn, rev, channel) if is_hex_prefix(rev) else None
+    if found is None:
+        cid = resolve(conn, rev).id
+        found = reads.candidate(conn, cid, channel)
+        if found is None:
+            raise RevisionNotFound(cid, "no such commit")
+    return found
 
 
 def _move(refs: RefsContainer, current: Ref | None, line, channel, cid, by, action, evidence):
@@ -217,7 +202,7 @@ def rollback(
     signing = signing_of(sign, password, signature)
     with repo.db.write() as conn:
         refs = RefsContainer(conn)
-        current, replaced, signed = _channel_state(conn, line, channel)
+        current, replaced, signed = reads.channel_state(conn, line, channel)
         if current is None or current.kind != RefKind.CHANNEL:
             raise RevisionNotFound(
                 ref, "unknown channel", near_refs(conn, line, channel, RefKind.CHANNEL)
@@ -254,37 +239,6 @@ def _rollback_to(conn, refs: RefsContainer, current: Ref, rev, by, reason) -> Mo
             raise GateRefused(report)
     evidence = _evidence(report, applied, reason, back=current.entry)
     return _move(refs, current, line, channel, cid, by, Action.ROLLBACK, evidence)
-
-
-def _channel_state(conn, line: str, channel: str) -> tuple[Ref | None, object, bool]:
-    """LINE@CHANNEL's ref (None: no such ref), the history row its current holder replaced
-    (the entry a rollback restores: its `back`; None when there is none) and whether the
-    channel moves only when signed: one query, in the rollback's transaction."""
-    r, p = s.refs.c, s.protected_channels.c
-    top, back = s.ref_history.alias("top"), s.ref_history.alias("back")
-    signed = sa.select(p.signed).where(p.channel == channel).scalar_subquery()
-    replaced = (back.c.id, back.c.new, back.c.contract, back.c.evaluations, back.c.back)
-    q = sa.select(s.refs, signed.label("signed"), *(c.label(f"b_{c.name}") for c in replaced))
-    q = q.select_from(
-        s.refs.outerjoin(top, top.c.id == r.entry).outerjoin(back, back.c.id == top.c.back)
-    )
-    row = conn.execute(q.where(r.line == line, r.name == channel)).first()
-    if row is None:
-        return None, None, False
-    target = None
-    if row.b_id is not None:
-        target = _Replaced(row.b_new, row.b_contract, row.b_evaluations, row.b_back)
-    return ref_of(row), target, bool(row.signed)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Replaced:
-    """Of the history row a rollback restores: what the rollback's own row repeats."""
-
-    new: str
-    contract: str | None
-    evaluations: list | None
-    back: int | None
 
 
 def _holders(conn, line: str, channel: str) -> int:

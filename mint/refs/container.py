@@ -8,6 +8,7 @@ from, to) and returns its id, so that callers can attach their evidence to that 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -123,30 +124,29 @@ class RefsContainer:
         log.update(by=by, at=now, **(evidence or {}))
         values = dict(target=new, kind=kind, message=message, updated_at=now)
         if old is not None and self.conn.dialect.name == "postgresql":
-            return self._log_and_swap(line, name, old, log, values)
+            return self._log_and_swap(old, log, values)
         entry = self._log(**log)
         values["entry"] = entry
         if old is None:
             if not insert_new(self.conn, s.refs, dict(line=line, name=name, **values)):
                 raise RefConflict(f"{line}@{name}", None, self._target(line, name))
             return entry
-        moved = self.conn.execute(_swap(line, name, old).values(**values)).rowcount
+        moved = self.conn.execute(_swap(old.entry is not None), values | _was(old)).rowcount
         if moved != 1:
             raise RefConflict(f"{line}@{name}", old.target, self._target(line, name))
         return entry
 
-    def _log_and_swap(self, line: str, name: str, old: Ref, log: dict, values: dict) -> int:
+    def _log_and_swap(self, old: Ref, log: dict, values: dict) -> int:
         """`set_if_equals` of an existing ref on PostgreSQL: the history row's insert and the
         compare-and-swap in one statement (a data-modifying WITH), one round trip instead of
         two. When the swap finds another target, the row inserted is rolled back with the
         transaction the raised RefConflict ends."""
-        h = s.ref_history
-        logged = h.insert().values(**log).returning(h.c.id).cte("logged")
-        entry = sa.select(logged.c.id).scalar_subquery()
-        swap = _swap(line, name, old).values(entry=entry, **values).returning(s.refs.c.entry)
-        moved = self.conn.execute(swap.add_cte(logged)).scalar()
+        q = _log_and_swap(tuple(log), old.entry is not None)
+        params = {f"h_{k}": v for k, v in log.items()} | {f"v_{k}": v for k, v in values.items()}
+        moved = self.conn.execute(q, params | _was(old)).scalar()
         if moved is None:
-            raise RefConflict(f"{line}@{name}", old.target, self._target(line, name))
+            now = self._target(old.line, old.name)
+            raise RefConflict(f"{old.line}@{old.name}", old.target, now)
         return moved
 
     def remove_if_equals(self, old: Ref, *, by: str) -> int:
@@ -184,7 +184,7 @@ class RefsContainer:
     def _log(self, line, name, kind, action, old, new, by, at, **more) -> int:
         row = dict(line=line, name=name, kind=kind, action=action, old=old, new=new, by=by, at=at)
         row.update(more)
-        return self.conn.execute(s.ref_history.insert().values(**row)).inserted_primary_key[0]
+        return self.conn.execute(s.ref_history.insert(), row).inserted_primary_key[0]
 
 
 def ref_of(row) -> Ref:
@@ -200,12 +200,33 @@ def ref_of(row) -> Ref:
     )
 
 
-def _swap(line: str, name: str, old: Ref):
-    """The compare-and-swap of LINE@NAME from OLD: an UPDATE that matches only while the ref
-    still holds OLD's target, set by OLD's history entry."""
-    ref = s.refs.c
-    return (
-        s.refs.update()
-        .where(ref.line == line, ref.name == name, ref.target == old.target)
-        .where(ref.entry.is_(None) if old.entry is None else ref.entry == old.entry)
-    )
+@functools.cache
+def _swap(entry_known: bool):
+    """The compare-and-swap (`_was`): an UPDATE of the ref W_LINE@W_NAME that matches only
+    while it still holds W_TARGET, set by the history entry W_ENTRY (by none: not
+    ENTRY_KNOWN). Built once; the values to set are bound beside."""
+    ref, bound = s.refs.c, sa.bindparam
+    q = s.refs.update().where(ref.line == bound("w_line"), ref.name == bound("w_name"))
+    q = q.where(ref.target == bound("w_target"))
+    return q.where(ref.entry == bound("w_entry") if entry_known else ref.entry.is_(None))
+
+
+def _was(old: Ref) -> dict:
+    """`_swap`'s parameters for a ref that must still be OLD."""
+    was = dict(w_line=old.line, w_name=old.name, w_target=old.target)
+    return was if old.entry is None else was | {"w_entry": old.entry}
+
+
+@functools.cache
+def _log_and_swap(keys: tuple[str, ...], entry_known: bool):
+    """`_swap` that sets the ref to the bound V_TARGET, V_KIND, V_MESSAGE, V_UPDATED_AT and the
+    id of the history row it inserts (its KEYS bound as H_KEY) in the same statement."""
+    h, ref = s.ref_history, s.refs.c
+    row = {k: sa.bindparam(f"h_{k}", type_=h.c[k].type) for k in keys}
+    logged = h.insert().values(row).returning(h.c.id).cte("logged")
+    values = {k: sa.bindparam(f"v_{k}", type_=ref[k].type) for k in _SET}
+    values["entry"] = sa.select(logged.c.id).scalar_subquery()
+    return _swap(entry_known).values(values).returning(ref.entry).add_cte(logged)
+
+
+_SET = ("target", "kind", "message", "updated_at")  # what a move sets, beside the entry
