@@ -9,6 +9,7 @@ that). Temp files of writers that died stay in `root/tmp/` until gc removes them
 from __future__ import annotations
 
 import collections
+import errno
 import fcntl
 import hashlib
 import os
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # the thread pool is imported when a large file is written
 
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 WRITEBACK_EVERY = 8 * 1024 * 1024
+COPY_CHUNK = 4 * 1024 * 1024  # copied by the kernel, then read back and hashed, at a time
 
 
 class LocalObjectStore:
@@ -67,7 +69,7 @@ class LocalObjectStore:
             if kept is not None:
                 return PutResult(blob_id, kept, False)
         with _Temp(self.tmp) as temp:
-            actual, size = temp.write(_read_chunks(path), observer)
+            actual, size = temp.copy(path, observer)
             if blob_id is not None and actual != blob_id:
                 raise BlobChanged(str(path), blob_id, actual)
             if observer is not None:
@@ -92,7 +94,7 @@ class LocalObjectStore:
         temp file's name (`remove_leftovers` finds a dead writer's by it)."""
         temp = _Temp(self.tmp, prefix)
         try:
-            actual, size = temp.write(_read_chunks(path), observer)
+            actual, size = temp.copy(path, observer)
             if observer is not None:
                 observer.done(actual, size)
             os.fsync(temp.fd)
@@ -337,6 +339,49 @@ class _Temp:
                 size += len(chunk)
         return BlobId(digest.hexdigest()), size
 
+    def copy(
+        self, path: str | os.PathLike, observer: ChunkObserver | None = None
+    ) -> tuple[BlobId, int]:
+        """Copy the file at PATH in, hashing (and showing OBSERVER) the bytes as they are
+        in this file: each chunk is copied by the kernel (`copy_file_range`, no copy through
+        this process) and read back from the page cache, so what is hashed is what was
+        written. Where the kernel cannot copy between these files, read and `write`."""
+        with open(path, "rb") as src:
+            try:
+                first = _copy_range(src.fileno(), self.fd, 0)
+            except OSError as exc:
+                if exc.errno not in _NO_COPY_RANGE:
+                    raise
+                return self.write(_chunks_of(src), observer)
+            return self._hash_copied(src.fileno(), first, observer)
+
+    def _hash_copied(self, src: int, n: int, observer) -> tuple[BlobId, int]:
+        digest, size, flushed = hashlib.sha256(), 0, 0
+        while n:
+            chunk = os.pread(self.fd, n, size)
+            if len(chunk) != n:
+                raise OSError(f"{self.path}: {len(chunk)} bytes read back of {n} written")
+            if observer is not None:
+                observer.update(chunk)
+            digest.update(chunk)
+            size += n
+            if size - flushed >= WRITEBACK_EVERY:  # the disk starts while the rest is hashed
+                start_writeback(self.fd, flushed, size - flushed)
+                flushed = size
+            n = _copy_range(src, self.fd, size)
+        return BlobId(digest.hexdigest()), size
+
+
+def _copy_range(src: int, dst: int, offset: int) -> int:
+    """Copy up to COPY_CHUNK bytes at OFFSET of SRC to the same offset of DST, in the kernel."""
+    if not hasattr(os, "copy_file_range"):  # not Linux
+        raise OSError(errno.ENOSYS, "copy_file_range")
+    return os.copy_file_range(src, dst, COPY_CHUNK, offset, offset)
+
+
+# copy_file_range's errors where the kernel or the file systems cannot copy between the files.
+_NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
+
 
 class _WriteBehind:
     """Writes chunks at their offsets in FD on one thread, at most DEPTH chunks behind the
@@ -385,10 +430,9 @@ class _WriteBehind:
             self.flushed = offset
 
 
-def _read_chunks(path: str | os.PathLike) -> Iterator[bytes]:
-    with open(path, "rb") as src:
-        while chunk := src.read(CHUNK):
-            yield chunk
+def _chunks_of(src: BinaryIO) -> Iterator[bytes]:
+    while chunk := src.read(CHUNK):
+        yield chunk
 
 
 def _locked(path: Path) -> bool:

@@ -4,6 +4,7 @@
 tests do); each subclass gives a fresh store and a way to damage a stored blob.
 """
 
+import errno
 import fcntl
 import gc
 import hashlib
@@ -23,6 +24,7 @@ from mint.store import (
     ObjectStore,
     copy_out,
 )
+from mint.store.local import COPY_CHUNK
 
 
 def sha(data: bytes) -> str:
@@ -310,6 +312,35 @@ class TestLocalObjectStore(ObjectStoreTests):
         assert adopted.publish().id == staged.id
         assert store.local_path(staged.id).read_bytes() == src.read_bytes()
         other.discard()
+        assert not any(store.tmp.iterdir())
+
+    @pytest.mark.parametrize("how", ["copy_file_range", "EXDEV", "absent"])
+    def test_a_put_copies_in_the_kernel_or_else_reads_and_writes(
+        self, store, tmp_path, monkeypatch, how
+    ):
+        """The copy goes through copy_file_range where the kernel can (what is hashed is read
+        back from the copy); across file systems it cannot before Linux 5.3 (EXDEV), and off
+        Linux there is none: the bytes are read and written instead. Same blob either way."""
+        data = os.urandom(3 * 4 * 1024 * 1024 + 12345)  # several chunks and a partial one
+        src = tmp_path / "big.bin"
+        src.write_bytes(data)
+        real, calls = os.copy_file_range, []
+
+        def cross_device(*args):
+            calls.append(args)
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+        if how == "EXDEV":
+            monkeypatch.setattr(os, "copy_file_range", cross_device)
+        elif how == "absent":
+            monkeypatch.delattr(os, "copy_file_range")
+        else:
+            monkeypatch.setattr(os, "copy_file_range", lambda *a: calls.append(a) or real(*a))
+        put = store.put(src)
+        assert put.id == hashlib.sha256(data).hexdigest() and put.size == len(data)
+        assert store.local_path(put.id).read_bytes() == data
+        chunks = -(-len(data) // COPY_CHUNK) + 1  # the last call copies nothing: the end
+        assert len(calls) == {"copy_file_range": chunks, "EXDEV": 1, "absent": 0}[how]
         assert not any(store.tmp.iterdir())
 
     def test_remove_leftovers_removes_a_dead_writers_temps_only(self, store, src):
