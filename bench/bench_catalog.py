@@ -16,6 +16,10 @@ under 10 ms p50 and flat from the smaller catalog to the larger one. `ls` and `s
 1,000 lines; a page of 50 (--limit 50 --after LINE) is timed too. `log -n 20` over every line
 and `show ?tensors=all` are for information.
 
+Beside each figure, the SQL statements one call runs in this process at the largest size
+(counted on the engine; PostgreSQL's driver also sends a BEGIN of its own, uncounted, and every
+call ends with a COMMIT).
+
 The catalog is catalog_fixture.py's (its docstring says its shape); each is loaded once and
 cached (bench/out/cache/, and PostgreSQL databases named mint_bench_catalog_*): a run times a
 copy. Both sizes of one database are open at once and their calls interleaved, so the
@@ -113,6 +117,29 @@ def registry_calls(client) -> dict:
     return {REG_SHOW: get, REG_SHOW_ALL: lambda: get({"tensors": "all"})}
 
 
+def statements(repo, calls: dict) -> dict:
+    """How many SQL statements one call of each runs in this process (counted on the engine,
+    `before_cursor_execute`; SQLite's BEGIN is one, PostgreSQL's driver sends its BEGIN
+    itself, uncounted). Promote before rollback, as the timed calls alternate."""
+    import sqlalchemy as sa
+
+    count = [0]
+
+    def counted(*_):
+        count[0] += 1
+
+    out = {}
+    sa.event.listen(repo.db.engine, "before_cursor_execute", counted)
+    try:
+        for name, fn in calls.items():
+            count[0] = 0
+            fn()
+            out[name] = count[0]
+    finally:
+        sa.event.remove(repo.db.engine, "before_cursor_execute", counted)
+    return out
+
+
 def measure(calls: dict, runs: int, per_run: int) -> dict:
     """Seconds per call, as RUNS lists of PER_RUN. The calls and the catalog sizes are
     interleaved, so that noise from the shared machine falls on all alike; promote and
@@ -134,6 +161,7 @@ def run(sizes: list[int], dbs: list[str], runs: int, per_run: int, do_profile=Fa
     from support.registry import create_token, start_registry
 
     results: dict = {"sizes": sizes, "runs": runs, "calls": per_run, "builds": {}, "times": {}}
+    results["statements"] = {}
     results["profiles"], results["load"] = {}, [os.getloadavg()[0]]
     for db in dbs:
         with contextlib.ExitStack() as stack:
@@ -146,6 +174,7 @@ def run(sizes: list[int], dbs: list[str], runs: int, per_run: int, do_profile=Fa
                 )
                 results["builds"][f"{db}/{n}"] = built
                 calls[f"{db}/{n}"] = calls_for(repo, built["release"], pool)
+                results["statements"][f"{db}/{n}"] = statements(repo, calls[f"{db}/{n}"])
                 token = create_token(repo.root, "bench", "reader")
                 server = start_registry(repo.root)
                 stack.callback(server.stop)
@@ -236,9 +265,11 @@ def report(r: dict) -> str:
         ]
         ratio = f"{f['ratio']:.2f}x" if f["ratio"] else "-"
         verdict = "" if f["ok"] is None else ("ok" if f["ok"] else "MISS")
-        rows.append([f"{f['call']} [{f['db']}]", *cells, ratio, f["target"], verdict])
+        counted = r["statements"].get(f"{f['db']}/{max(r['sizes'])}", {}).get(f["call"])
+        stmts = "-" if not counted else str(counted)  # a registry call's run in the server
+        rows.append([f"{f['call']} [{f['db']}]", *cells, ratio, stmts, f["target"], verdict])
     header = ["call", *(f"n={n:,}: p50 (min-max) / p95 ms" for n in r["sizes"])]
-    header += ["large/small", "target (p50)", ""]
+    header += ["large/small", "statements", "target (p50)", ""]
     title = (
         f"Catalog calls: {r['runs']} runs x {r['calls']} calls each; p50 = median of the runs'"
         f" p50s (min-max of them), p95 of all calls; load average "
