@@ -115,8 +115,7 @@ class Runtime:
         self._follower: threading.Thread | None = None
         self._failed: tuple[str, float] | None = None
         self.watch = watch
-        self._wake = threading.Event()
-        self._watcher: threading.Thread | None = None
+        self._wake, self._watcher = threading.Event(), None  # the watcher: a Thread
         self.variant, self.rev = "production", None  # traces' name; what it serves, as given
         self.recorder = None  # a TraceRecorder, when turns are recorded (see `traces`)
         self.canary_of: Callable[[], object | None] | None = None  # the open canary, if any

@@ -103,13 +103,13 @@ def open_runtime(
     """Load REV's set onto the base and keep following REV (a channel, tag or line): on a
     registry through its event stream, in a local repository by polling.
 
-    `batching` says how concurrent requests are gathered (default: `BatchPolicy()`);
+    `batching`: how concurrent requests are gathered (default: `BatchPolicy()`);
     `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included.
     `traces`: record each turn in the repository's database, or the registry's (see
     `recorder_for`), with the messages and the answer unless `trace_content` is False.
     `engine_url`: every forward pass on the vLLM server there (with mint's plugin, which
     fetches and verifies the adapters; `engine_key` its API key), not in this process.
-    `signatures`: serve only what it passes (`mint serve --require-signed`, `loading`)."""
+    `signatures`: serve only what it passes, from the CPU tier too (`loading`)."""
     spec, load_spec, metrics = loading(repo, rev, signatures)
     watch, poll_interval = watch_for(repo, rev, poll_interval)
     base, load, verify = engine_for(
@@ -128,7 +128,7 @@ def open_runtime(
         watch=watch,
     )
     runtime.variant, runtime.rev = variant_name(rev), rev
-    runtime.admit = signatures.check if signatures is not None else None  # the CPU tier's too
+    runtime.admit = signatures.check if signatures is not None else None
     runtime.recorder = recorder_for(repo, content=trace_content) if traces else None
     if runtime.recorder is not None:
         runtime.metrics.traces = runtime.recorder.stats
