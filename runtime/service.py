@@ -103,8 +103,7 @@ def open_runtime(
     """Load REV's set onto the base and keep following REV (a channel, tag or line): on a
     registry through its event stream, in a local repository by polling.
 
-    `batching`: how concurrent requests are gathered (default: `BatchPolicy()`);
-    `max_cpu_adapters` bounds the adapters kept loaded, retired versions' included.
+    `batching`: how requests are gathered; `max_cpu_adapters`: the most kept loaded (retired too).
     `traces`: record each turn in the repository's database, or the registry's (see
     `recorder_for`), with the messages and the answer unless `trace_content` is False.
     `engine_url`: every forward pass on the vLLM server there (with mint's plugin, which
