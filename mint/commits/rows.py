@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 
@@ -162,10 +163,17 @@ def lines_page(q, limit: int | None, after: str | None):
 
 
 def commit_row(conn: Connection, cid: str):
-    row = conn.execute(sa.select(s.commits).where(s.commits.c.id == cid)).first()
+    row = conn.execute(_commit_by_id(), {"cid": cid}).first()
     if row is None:
         raise RevisionNotFound(cid, "no such commit")
     return row
+
+
+@functools.cache
+def _commit_by_id():
+    # Built once: a statement built for each call costs more than its execution (issue 24),
+    # and a statement object keeps its cache key, so SQLAlchemy finds its compiled form at once.
+    return sa.select(s.commits).where(s.commits.c.id == sa.bindparam("cid"))
 
 
 def parents_of(conn: Connection, cid: str) -> list[str]:
@@ -284,34 +292,84 @@ def detail(
     """Everything recorded for commit CID. TENSORS "all": its whole tensor table (a page of it
     from OFFSET, with LIMIT); "summary": none, only their count and bytes."""
     row = commit_row(conn, cid)
-    if tensors == "all" and not offset and limit is None:
+    whole = tensors == "all" and not offset and limit is None
+    kids = _children(conn, cid, totals=not whole)
+    if whole:
         table = tensors_of(conn, cid)
         count, nbytes = len(table), sum(t.nbytes for t in table)
     else:
-        count, nbytes = tensor_totals(conn, cid)
+        count, nbytes = kids["n"][0][4:6] if kids["n"] else (0, 0)
         table = tensors_of(conn, cid, offset, limit) if tensors == "all" and count else []
+    order = list(Role)
     return CommitDetail(
         id=CommitId(row.id),
         kind=Kind(row.kind),
         line=row.line,
-        parents=parents_of(conn, cid),
+        parents=[r[0] for r in sorted(kids["p"], key=lambda r: r[4])],
         message=row.message,
         author=row.author,
         created_at=iso(row.created_at),
         meta=row.meta or {},
         base=row.base,
         base_fingerprint=row.base_fingerprint,
-        files=files_of(conn, cid),
+        files={r[0]: FileEntry(r[1], int(r[4])) for r in sorted(kids["f"], key=lambda r: r[5])},
         tensors=table,
         peft=row.peft,
         config=row.config,
         provenance=row.provenance or {},
-        tags=tags_of(conn, cid),
-        members=members_of(conn, cid),
-        signatures=signatures_of(conn, cid),
-        tensor_count=count,
-        tensor_bytes=nbytes,
+        tags=sorted(f"{r[0]}@{r[1]}" for r in kids["r"] if r[2] == RefKind.TAG),
+        members=[
+            Member(Role(r[0]), r[1], CommitId(r[2]), r[3])
+            for r in sorted(kids["m"], key=lambda r: (order.index(Role(r[0])), r[1]))
+        ],
+        signatures=[r[0] for r in sorted(kids["g"], key=lambda r: r[5])],
+        tensor_count=int(count),
+        tensor_bytes=int(nbytes),
     )
+
+
+def _children(conn: Connection, cid: str, *, totals: bool) -> dict[str, list[tuple]]:
+    found: dict[str, list[tuple]] = {k: [] for k in "pfrmgn"}
+    for letter, *rest in conn.execute(_children_query(totals), {"cid": cid}):
+        found[letter].append(tuple(rest))
+    return found
+
+
+@functools.cache
+def _children_query(totals: bool):
+    """The rows of commit CID in its parents (p), files (f), refs (r), set members (m) and
+    signatures (g), and with TOTALS its tensor index's count and bytes (n): one statement, a
+    UNION ALL of one select per table, each row (a, b, c, d, n1, n2) under its table's letter.
+    A statement each cost a round trip and SQLAlchemy's work per statement (issue 24). A
+    table's order comes from the database (n1 or n2: its place), as its own query had it."""
+    txt, big = sa.Text, sa.BigInteger
+    none, zero = sa.cast(sa.null(), txt), sa.cast(sa.null(), big)
+
+    def part(letter, a=none, b=none, c=none, d=none, n1=zero, n2=zero):
+        cols = [sa.cast(x, txt) if x is not none else x for x in (a, b, c, d)]
+        return sa.select(sa.literal_column(f"'{letter}'", txt), *cols, sa.cast(n1, big), n2)
+
+    cid = sa.bindparam("cid", type_=sa.String)
+    p, f, r = s.commit_parents.c, s.files.c, s.refs.c
+    m, g, t = s.set_members.c, s.commit_signatures.c, s.tensors.c
+    place = sa.func.row_number
+    parts = [
+        part("p", p.parent_id, n1=p.idx).where(p.commit_id == cid),
+        part("f", f.path, f.blob_id, n1=f.size, n2=place().over(order_by=f.path)).where(
+            f.commit_id == cid
+        ),
+        # by target alone, as tags_of reads them (its comment says why)
+        part("r", r.line, r.name, r.kind).where(r.target == cid),
+        part("m", m.role, m.label, m.member_id, m.requested).where(m.commit_id == cid),
+        part("g", g.bundle, n2=place().over(order_by=(g.added_at, g.sha256))).where(
+            g.commit_id == cid
+        ),
+    ]
+    if totals:
+        sums = sa.func.coalesce(sa.func.sum(t.nbytes), 0)
+        totalled = part("n", n1=sa.func.count(), n2=sa.cast(sums, big))
+        parts.append(totalled.where(t.commit_id == cid))
+    return sa.union_all(*parts)
 
 
 def signatures_of(conn: Connection, cid: str) -> list[str]:

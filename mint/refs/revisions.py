@@ -9,6 +9,7 @@ the remote-tracking REMOTE/NAME of the one remote that has it (`mint.refs.remote
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -131,6 +132,15 @@ def resolve(conn: Connection, rev: str) -> Resolved:
     )
 
 
+@functools.cache
+def _ref_target():
+    """LINE@NAME's target and kind: built once (issue 24, as rows._commit_by_id)."""
+    r = s.refs.c
+    return sa.select(r.target, r.kind).where(
+        r.line == sa.bindparam("line"), r.name == sa.bindparam("name")
+    )
+
+
 def _resolve_base(conn: Connection, base: str, rev: str, tilde: str = "") -> Resolved:
     """BASE (REV without its ~N steps, TILDE) as a commit; a miss names the nearest known
     revisions, each with TILDE, as REV would be written."""
@@ -138,11 +148,7 @@ def _resolve_base(conn: Connection, base: str, rev: str, tilde: str = "") -> Res
         line, _, name = base.partition("@")
         if not line or not name:
             raise RevisionNotFound(rev, "malformed revision")
-        row = conn.execute(
-            sa.select(s.refs.c.target, s.refs.c.kind).where(
-                s.refs.c.line == line, s.refs.c.name == name
-            )
-        ).first()
+        row = conn.execute(_ref_target(), {"line": line, "name": name}).first()
         if row:
             return Resolved(CommitId(row.target), line, name, row.kind)
         tracking = _remote_ref(conn, line, name, rev)
