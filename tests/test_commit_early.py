@@ -163,6 +163,13 @@ def test_nan_weights_are_refused_by_the_read_ahead_and_the_commit(based, mint):
     before = snapshot(repo)
     one_line_error(mint("commit", "chat", folder, "-m", "x"), "NaN")
     assert snapshot(repo) == before and temps(repo) == []
+    proc, _ = process(repo, "commit", "chat", folder, "-m", "x")  # the forked read-ahead's
+    assert proc.returncode != 0 and "NaN" in proc.stderr and "Traceback" not in proc.stderr
+    assert snapshot(repo) == before and temps(repo) == []
+    script = FORKED.replace("report = ahead.claim", "assert None is ahead.claim")
+    script = script.split("\nstaged")[0]
+    assert forked(repo, folder, "claim", script) is None  # the child refused: nothing staged
+    assert temps(repo) == []
 
 
 def test_a_file_changed_after_the_read_ahead_is_read_again(based, models, monkeypatch):
@@ -217,15 +224,15 @@ print(json.dumps({"kinds": kinds, "staged": staged, "tensors": tensors}))
 """
 
 
-def forked(repo, folder, what: str) -> dict:
+def forked(repo, folder, what: str, script: str = FORKED) -> dict | None:
     proc = subprocess.run(
-        [sys.executable, "-c", FORKED, str(repo.root), str(folder), what],
+        [sys.executable, "-c", script, str(repo.root), str(folder), what],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return json.loads(proc.stdout) if proc.stdout.strip() else None
 
 
 def test_a_forked_read_ahead_hands_its_locked_copies_to_the_commit(based):

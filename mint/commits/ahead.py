@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import base64
 import collections
+import importlib
 import json
 import os
 import select
@@ -41,7 +42,7 @@ from mint.commits.adapter import (
     ScannedFile,
     scan_adapter,
 )
-from mint.commits.safetensors import TensorPass
+from mint.commits.safetensors import TensorPass, check_finite
 from mint.commits.statcache import FileStat, Known, StatCache
 from mint.errors import InvalidAdapter
 from mint.faults import crash_point
@@ -143,11 +144,19 @@ class Report:
 
 
 def read_folder(
-    folder: Path, store: LocalObjectStore, cache_path: Path, cancelled, prefix: str = "blob-"
+    folder: Path,
+    store: LocalObjectStore,
+    cache_path: Path,
+    cancelled,
+    prefix: str = "blob-",
+    numpy: threading.Thread | None = None,
 ) -> Report:
     """Scan FOLDER and stage each file the stat cache does not know (the config excepted: a
     few bytes, which the commit stores from its own scan). CANCELLED (`is_set()`) stops the
-    copy at its next chunk. Anything staged is removed if this fails."""
+    copy at its next chunk. Anything staged is removed if this fails. NUMPY: a thread
+    importing numpy meanwhile; the weights' values are then checked once it is done, in the
+    staged copy (the bytes that will be stored), rather than in the pass that copies them,
+    which would wait for the import."""
     cache = StatCache(cache_path)  # a connection of its own, in this thread or process
     report = None
     try:
@@ -164,7 +173,11 @@ def read_folder(
         with ThreadPoolExecutor(1, thread_name_prefix="mint-tensors") as pool:
             for f in sorted(scanned.files, key=lambda f: f.path != WEIGHTS):
                 if f.path not in known and f.path != CONFIG:
-                    report.staged[f.path] = _stage(scanned, f, store, pool, cancelled, prefix)
+                    staged = _stage(scanned, f, store, pool, cancelled, prefix, numpy is None)
+                    report.staged[f.path] = staged
+        if numpy is not None and WEIGHTS in report.staged:
+            numpy.join()
+            check_finite(report.staged[WEIGHTS][0].temp.path, scanned.header)
         return report
     except BaseException:
         if report is not None:
@@ -174,8 +187,11 @@ def read_folder(
         cache.close()
 
 
-def _stage(scanned, f: ScannedFile, store, pool, cancelled, prefix) -> tuple[Staged, Known]:
-    tensors = TensorPass(f.abspath, scanned.header) if f.path == WEIGHTS else None
+def _stage(scanned, f: ScannedFile, store, pool, cancelled, prefix, check: bool):
+    """F staged into STORE, with what was learnt of it (its tensors' hashes: the weights);
+    CHECK: the weights' values checked in the same pass."""
+    weights = f.path == WEIGHTS
+    tensors = TensorPass(f.abspath, scanned.header, check) if weights else None
     behind = Behind(tensors, pool, cancelled=cancelled)
     blob = store.stage(f.abspath, observer=behind, prefix=prefix)
     if blob.size != f.size:
@@ -275,7 +291,10 @@ def _child(sock: socket.socket, folder: Path, store, cache_path: Path) -> None:
     parent's stack, its atexit handlers and its buffered output are not the child's)."""
     code = 1
     try:
-        report = read_folder(folder, store, cache_path, _ParentGone(sock), _prefix(os.getpid()))
+        numpy = threading.Thread(target=importlib.import_module, args=("numpy",), daemon=True)
+        numpy.start()  # beside the copy, which needs no numpy (GIL-free calls, mostly)
+        prefix = _prefix(os.getpid())
+        report = read_folder(folder, store, cache_path, _ParentGone(sock), prefix, numpy)
         crash_point("commit.read-ahead-staged")
         try:
             _send(sock, report)  # the temp files are the parent's now: not removed here
