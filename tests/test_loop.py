@@ -7,6 +7,7 @@ checkout's mol.toml and scores the router commit from a table the test writes (a
 for a benchmark, so that "better" and "worse" are known exactly). The fixture `loop` is in
 conftest.py, built by `support.loop.quality_loop`."""
 
+import os
 import sys
 
 import pytest
@@ -230,7 +231,9 @@ def test_improve_watch_runs_rounds_as_commits_arrive(loop, repo, models):
     ids, score_router = loop
     argv = [sys.executable, "-m", "mint", "--repo", str(repo.root), "improve", "macaron"]
     argv += ["--contract", "quality", "--watch", "--interval", "0.2"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # SIGABRT dumps every thread's stack
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, env=env, **pipes)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
     reader.start()
@@ -248,7 +251,12 @@ def test_improve_watch_runs_rounds_as_commits_arrive(loop, repo, models):
         wait_until(lambda: api.canary_of(repo, "macaron@production") is not None)
         wait_until(lambda: any(": canary-started" in line for line in lines))
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say where it hangs (seen once under load in CI)
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"improve --watch did not end on SIGINT; its threads:\n{err[-6000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
