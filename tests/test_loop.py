@@ -233,7 +233,10 @@ def test_improve_watch_runs_rounds_as_commits_arrive(loop, repo, models):
     argv += ["--contract", "quality", "--watch", "--interval", "0.2"]
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # SIGABRT dumps every thread's stack
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    proc = subprocess.Popen(argv, env=env, **pipes)
+    # Ctrl-C's default, as in a terminal: a test run started in the background (`cmd &` in a
+    # script) ignores SIGINT, and a child would inherit that and never see it.
+    default_int = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    proc = subprocess.Popen(argv, env=env, preexec_fn=default_int, **pipes)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
     reader.start()
@@ -253,7 +256,7 @@ def test_improve_watch_runs_rounds_as_commits_arrive(loop, repo, models):
         proc.send_signal(signal.SIGINT)
         try:
             _, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:  # say where it hangs (seen once under load in CI)
+        except subprocess.TimeoutExpired:  # say where it hangs (seen when SIGINT was ignored)
             proc.send_signal(signal.SIGABRT)
             _, err = proc.communicate(timeout=30)
             pytest.fail(f"improve --watch did not end on SIGINT; its threads:\n{err[-6000:]}")
