@@ -151,3 +151,54 @@ def _statements(repo, call) -> list[tuple[str, tuple]]:
     finally:
         sa.event.remove(repo.db.engine, "before_cursor_execute", record)
     return seen
+
+
+# Reads that run without BEGIN and COMMIT on PostgreSQL (`Database.read(autocommit=True)`).
+AUTOCOMMIT_READS = {
+    "status": lambda repo: api.status(repo),
+    "status page": lambda repo: api.status(repo, limit=1, after="chat"),
+    "ls": lambda repo: api.ls(repo),
+    "log": lambda repo: api.log(repo, "chat", n=2),
+    "show": lambda repo: api.show(repo, "chat@production"),
+    "resolve": lambda repo: api.resolve(repo, "chat~1"),
+}
+
+
+@pytest.mark.parametrize("call", sorted(AUTOCOMMIT_READS))
+def test_catalog_reads_skip_begin_and_commit_on_postgresql(moved, repo, call):
+    """status, ls, log, show and resolve read in autocommit on PostgreSQL: no BEGIN and no
+    COMMIT, two round trips fewer. On SQLite they read in a transaction (its BEGIN is local
+    and keeps one snapshot)."""
+    postgres = repo.db.dialect == "postgresql"
+    seen = []
+
+    def record(conn, cursor, statement, params, context, executemany):
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")):
+            dbapi = conn.connection.dbapi_connection
+            seen.append(dbapi.autocommit if postgres else dbapi.in_transaction)
+
+    sa.event.listen(repo.db.engine, "before_cursor_execute", record)
+    try:
+        answer = AUTOCOMMIT_READS[call](repo)
+    finally:
+        sa.event.remove(repo.db.engine, "before_cursor_execute", record)
+    assert answer
+    assert seen and all(seen), seen
+
+
+def test_a_connection_back_from_an_autocommit_read_writes_in_a_transaction(repo):
+    """The isolation level an autocommit read set goes with it: the same pooled connection's
+    next write still rolls back on an error."""
+    with repo.db.read(autocommit=True) as conn:
+        assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+        first = conn.connection.dbapi_connection
+    count = sa.text("SELECT count(*) FROM alembic_version")
+    with repo.db.read() as conn:
+        before = conn.execute(count).scalar()
+    with pytest.raises(RuntimeError):
+        with repo.db.write() as conn:
+            assert conn.connection.dbapi_connection is first  # the read's connection, reused
+            conn.execute(sa.text("INSERT INTO alembic_version (version_num) VALUES ('x')"))
+            raise RuntimeError("roll back")
+    with repo.db.read() as conn:
+        assert conn.execute(count).scalar() == before

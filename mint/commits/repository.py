@@ -75,13 +75,13 @@ def record(
 
 def resolve_rev(repo: Repo, rev: str) -> CommitId:
     """The commit id REV names (any revision form)."""
-    with repo.db.read() as conn:
+    with repo.db.read(autocommit=True) as conn:
         return resolve(conn, rev).id
 
 
 def log(repo: Repo, rev: str | None = None, n: int | None = None) -> list[CommitInfo]:
     """Ancestors of REV newest first; without REV, every commit newest first."""
-    with repo.db.read() as conn:
+    with repo.db.read(autocommit=True) as conn:
         if rev is not None:
             return rows.walk(conn, resolve(conn, rev).id, n)
         q = sa.select(s.commits).order_by(s.commits.c.created_at.desc(), s.commits.c.id)
@@ -94,7 +94,7 @@ def show(
     """Everything recorded for one commit, with the dataset its `data` meta names, if known.
     TENSORS "all" gives its tensor table (a page of it: from OFFSET, at most LIMIT rows),
     "summary" only the table's count and bytes (`tensor_count`, `tensor_bytes`)."""
-    with repo.db.read() as conn:
+    with repo.db.read(autocommit=True) as conn:
         detail = rows.detail(conn, resolve(conn, rev).id, tensors, offset, limit)
         data = detail.meta.get("data")
         if isinstance(data, str) and data:
@@ -126,7 +126,7 @@ def ls(repo: Repo, *, limit: int | None = None, after: str | None = None) -> lis
     line name), one page: the first LIMIT lines whose names sort after AFTER."""
     ln = s.lines.c
     q = rows.lines_page(sa.select(ln.name, ln.kind, ln.head, ln.commit_count), limit, after)
-    with repo.db.read() as conn:
+    with repo.db.read(autocommit=True) as conn:
         found = conn.execute(q).all()
     kinds = {k.value: k for k in Kind}
     return [LineInfo(name, kinds[kind], head, n) for name, kind, head, n in found]

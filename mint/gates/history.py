@@ -84,7 +84,7 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
     which also says whether any remote-tracking ref exists; only then a second reads the
     range's remote-tracking channels."""
     q = _every_line() if limit is None and after is None else _status_query(limit, after)
-    with repo.db.read() as conn:
+    with repo.db.read(autocommit=True) as conn:
         rows = conn.execute(q).all()
         if not rows:
             return []
