@@ -69,7 +69,7 @@ class Database:
 
     @contextlib.contextmanager
     def read(self, *, autocommit: bool = False) -> Iterator[Connection]:
-        """A read transaction.
+        """A connection to read on, in a transaction.
 
         AUTOCOMMIT: on PostgreSQL the statements run without BEGIN and COMMIT, two round trips
         fewer (a status page 0.88 -> 0.62 ms p50 at 10^6 commits). For reads that need no

@@ -3,12 +3,14 @@ indexed query however long the history or the catalog grows."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import pytest
 import sqlalchemy as sa
 
 from mint import api
+from mint.errors import RevisionNotFound
 
 from conftest import one_line_error
 
@@ -186,12 +188,17 @@ def test_catalog_reads_skip_begin_and_commit_on_postgresql(moved, repo, call):
     assert seen and all(seen), seen
 
 
-def test_a_connection_back_from_an_autocommit_read_writes_in_a_transaction(repo):
-    """The isolation level an autocommit read set goes with it: the same pooled connection's
-    next write still rolls back on an error."""
-    with repo.db.read(autocommit=True) as conn:
-        assert conn.execute(sa.text("SELECT 1")).scalar() == 1
-        first = conn.connection.dbapi_connection
+@pytest.mark.parametrize("read_fails", [False, True], ids=["read ends", "read raises"])
+def test_a_connection_back_from_an_autocommit_read_writes_in_a_transaction(repo, read_fails):
+    """The isolation level an autocommit read set goes with it, also when the read ends in an
+    error (an unknown revision, say): the same pooled connection's next write still rolls
+    back on an error."""
+    with contextlib.suppress(RevisionNotFound):
+        with repo.db.read(autocommit=True) as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+            first = conn.connection.dbapi_connection
+            if read_fails:
+                raise RevisionNotFound("nope", "no such revision")
     count = sa.text("SELECT count(*) FROM alembic_version")
     with repo.db.read() as conn:
         before = conn.execute(count).scalar()
