@@ -86,6 +86,44 @@ def test_status_and_ls_page_by_line_name(moved, repo):
     assert mint("status", "--limit", "0").code == 2
 
 
+def test_status_merges_each_line_with_its_channels(mint, repo, models):
+    """status reads the lines and the channels as two ranges merged in (line, channel)
+    order: each line has its own channels and no other's, also where names prefix one
+    another, a line without channels sits between lines with them, and channels were made in
+    reverse order of their names; every page is the same slice of the whole."""
+    from mint import schema as s
+
+    assert mint("base", "add", "tiny-llama", models["base"]).code == 0
+    names = ["chat", "chat-2", "chat2", "code", "zeta"]
+    ids = {n: api.commit(repo, n, models["a1"], n, author="t").id for n in names}
+    for line, channels in {"chat": ["staging", "review", "production"], "chat2": ["beta"]}.items():
+        for channel in channels:
+            api.promote(repo, ids[line], channel, by="t")
+    api.promote(repo, api.commit(repo, "zeta", models["a2"], "z2", author="t").id, "beta", by="t")
+    with repo.db.read() as conn:  # what status must say, read plainly from the tables
+        order = conn.execute(sa.select(s.lines.c.name).order_by(s.lines.c.name)).scalars().all()
+        heads = dict(conn.execute(sa.select(s.lines.c.name, s.lines.c.head)).all())
+        held: dict[str, dict[str, str]] = {n: {} for n in order}
+        r = s.refs.c
+        for line, name, target in conn.execute(
+            sa.select(r.line, r.name, r.target).where(r.kind == "channel").order_by(r.name)
+        ):
+            held[line][name] = target
+    full = api.status(repo)
+    assert [st.name for st in full] == order and sorted(order) == sorted(names)
+    assert [(st.head, st.channels) for st in full] == [(heads[n], held[n]) for n in order]
+    assert [list(st.channels) for st in full if st.name == "chat"] == [
+        ["production", "review", "staging"]
+    ]
+    assert full[order.index("chat-2")].channels == {} == full[order.index("code")].channels
+    assert full[order.index("zeta")].channels["beta"] != ids["zeta"]  # its newer commit
+    for after in [None, *order]:
+        rest = full[order.index(after) + 1 :] if after else full
+        assert api.status(repo, after=after) == rest
+        for limit in (1, 2):
+            assert api.status(repo, limit=limit, after=after) == rest[:limit]
+
+
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_each_query_is_an_index_lookup(moved, repo):
     """No query of history, status or ls scans a table of the catalog (SQLite's plans)."""

@@ -8,10 +8,10 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits.rows import lines_page
+from mint.db import plain_rows
 from mint.errors import InvalidConfig, RevisionNotFound
 from mint.ids import Action, Kind, RefKind, iso
 from mint.objects import LineStatus, Move
-from mint.refs import remote_refs
 from mint.refs.revisions import near_refs
 from mint.repo import Repo
 
@@ -80,33 +80,46 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
     and AFTER (a line name), one page: the first LIMIT lines whose names sort after AFTER.
 
     One query on indexes, whatever the number of tags and commits: the lines (a range of the
-    names' index) outer-joined to their channels (a probe of the channels' index each),
-    which also says whether any remote-tracking ref exists; only then a second reads the
-    range's remote-tracking channels."""
+    names' index), their channels (a range of the channels' index) and their remote-tracking
+    channels, merged in name order."""
     q = _every_line() if limit is None and after is None else _status_query(limit, after)
     with repo.db.read(autocommit=True) as conn:
-        rows = conn.execute(q).all()
-        if not rows:
-            return []
-        tracked = remote_refs.tracked(conn, lines=(rows[0][0], rows[-1][0])) if rows[0][5] else []
-    remote: dict[str, dict[str, str]] = {}
-    for r in tracked:
-        if r.kind == RefKind.CHANNEL:
-            remote.setdefault(r.line, {})[f"{r.remote}/{r.name}"] = r.target
-    return _line_statuses(rows, remote)
+        rows = plain_rows(conn, q)
+    return _line_statuses(rows)
 
 
 def _status_query(limit: int | None, after: str | None):
-    """Lines (as `lines_page` pages them) with their channels, and whether any
-    remote-tracking ref exists."""
-    ln, ref = s.lines.c, s.refs.c
-    page = lines_page(sa.select(ln.name, ln.kind, ln.head), limit, after).subquery()
-    on = sa.and_(ref.kind == RefKind.CHANNEL, ref.line == page.c.name)
-    # Any row (the first one read), as the driver gives it: a Boolean's conversion per row
-    # cost more than the lookup.
-    tracking = sa.type_coerce(sa.select(s.remote_refs.c.line).exists(), sa.Integer)
-    q = sa.select(page.c.name, page.c.kind, page.c.head, ref.name, ref.target, tracking)
-    return q.select_from(page.outerjoin(s.refs, on)).order_by(page.c.name, ref.name)
+    """Rows (line, channel, value, head) in (line, channel) order: each line's own row first
+    (channel '', value its kind), then a row for each of its channels (value the holder) and
+    for each remote-tracking channel (channel REMOTE/NAME, a name no local channel has).
+
+    Ranges merged rather than the lines joined to their channels: the join repeated a line's
+    name, kind and head on the row of each channel, and turning those into Python strings was
+    most of the call (issue 24: status of 1,000 lines at 10^6 commits, 4.0 -> 3.1 ms)."""
+    ln, ref, rr = s.lines.c, s.refs.c, s.remote_refs.c
+    # The union's columns are named by its first part. SQLite merges the parts two at a time,
+    # the first two first: the channels, the most rows, go last and pass one merge, not two.
+    tracking = sa.select(
+        rr.line.label("line"),
+        (rr.remote + "/" + rr.name).label("channel"),
+        rr.target.label("value"),
+        sa.null().label("head"),
+    )
+    lines = sa.select(ln.name, sa.literal_column("''", sa.String), ln.kind, ln.head)
+    channels = sa.select(ref.line, ref.name, ref.target, sa.null())
+    parts = [
+        (tracking.where(rr.kind == RefKind.CHANNEL), rr.line),
+        (lines, ln.name),
+        (channels.where(ref.kind == RefKind.CHANNEL), ref.line),
+    ]
+    if after is not None:
+        parts = [(q.where(line > after), line) for q, line in parts]
+    if limit is not None:  # up to the page's last line: a range of each index again
+        page = lines_page(sa.select(ln.name), limit, after).subquery()
+        last = sa.select(sa.func.max(page.c.name)).scalar_subquery()
+        parts = [(q.where(line <= last), line) for q, line in parts]
+    merged = sa.union_all(*(q for q, _ in parts))
+    return merged.order_by(*merged.selected_columns[:2])
 
 
 @functools.cache
@@ -115,14 +128,18 @@ def _every_line():
     return _status_query(None, None)
 
 
-def _line_statuses(rows, remote: dict) -> list[LineStatus]:
-    """ROWS (line, kind, head, channel, holder, _), by line then channel, as LineStatus."""
+def _line_statuses(rows) -> list[LineStatus]:
+    """ROWS as `_status_query` gives them, as LineStatus."""
     kinds = {k.value: k for k in Kind}
-    out, last, held = [], None, {}
-    for name, kind, head, channel, target, _ in rows:
-        if name != last:
-            held, last = {}, name
-            out.append(LineStatus(name, kinds[kind], head, held, remote.get(name) or {}))
-        if channel is not None:
-            held[channel] = target
+    out, last, held, remote = [], None, {}, {}
+    for line, channel, value, head in rows:
+        if not channel:  # the line's own row: its kind and head
+            held, remote, last = {}, {}, line
+            out.append(LineStatus(line, kinds[value], head, held, remote))
+        elif line != last:
+            continue  # a remote-tracking channel of a line this repository does not have
+        elif "/" in channel:
+            remote[channel] = value
+        else:
+            held[channel] = value
     return out
