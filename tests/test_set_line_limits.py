@@ -1,15 +1,17 @@
 """Line limits hold through sets (issue 19, item 2), against real `mint registry serve`
 processes: a token limited to `coding*` reads a set only if it may read every member's line.
 
-The registry holds line `secret`, line `coding`, the set `coding-evil` whose `coding` expert
-is `secret`'s commit (what a writer limited to `coding*` could push before the push side
-refused it; here it is made locally, before the servers start), and the set `coding-set` whose
-members are all on `coding`. On PostgreSQL two replicas answer, and each read goes to both.
+The registry holds line `secret`, line `coding`, line `codex` (outside `coding*`, before it
+by name), the set `coding-evil` whose `coding` expert is `secret`'s commit (what a writer
+limited to `coding*` could push before the push side refused it; here it is made locally,
+before the servers start), and the set `coding-set` whose members are all on `coding`. On
+PostgreSQL two replicas answer, and each read goes to both.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +82,8 @@ def env(request, tmp_path_factory, models):
         ids = {
             "secret": api.commit(repo, "secret", models["a1"], "secret", author="sam").id,
             "coding": api.commit(repo, "coding", models["a3"], "coder", author="bob").id,
+            # before the token's lines in name order, and outside them
+            "codex": api.commit(repo, "codex", models["a2"], "codex", author="sam").id,
         }
         ids["evil"] = make_set(repo, folder, "coding-evil", "secret")
         ids["good"] = make_set(repo, folder, "coding-set", "coding")
@@ -121,6 +125,39 @@ def test_a_limited_reader_cannot_list_the_members_of_a_set_beyond_its_lines(env)
         }
         good = get(server, env.tokens["limited"], "/api/v1/lines/coding-set/objects")
         assert lines_of(good) == {"coding", "coding-set"}
+
+
+def test_a_limited_token_gets_full_pages_of_its_own_lines(env, monkeypatch):
+    """GET /status and /lines in pages, and the CLI's `status --limit`: a token limited to
+    `coding*` gets pages filled with its lines. `codex` (before them by name) and `secret`
+    (after them) are not shown and do not shorten a page, so paging one line at a time
+    walks through every one of its lines, as a full token walks through all."""
+    mine = ["coding", "coding-evil", "coding-set"]
+    for server in env.servers:
+        for path in ("/api/v1/status", "/api/v1/lines"):
+            everything = get(server, env.tokens["full"], path).json()
+            assert [x["name"] for x in everything] == ["codex", *mine, "secret"]
+            for who in ("limited", "writer"):
+                token = env.tokens[who]
+                whole = get(server, token, path).json()
+                assert whole == [x for x in everything if x["name"] in mine]
+                walked, after = [], None
+                for _ in range(len(everything) + 1):
+                    params = {"limit": 1} | ({"after": after} if after else {})
+                    page = get(server, token, path, params=params).json()
+                    if not page:
+                        break
+                    assert len(page) == 1
+                    walked, after = walked + page, page[-1]["name"]
+                assert walked == whole
+                two = get(server, token, path, params={"limit": 2, "after": "codex"}).json()
+                assert [x["name"] for x in two] == mine[:2]
+                past = {"limit": 5, "after": "coding-set"}
+                assert get(server, token, path, params=past).json() == []
+        monkeypatch.setenv("MINT_TOKEN", env.tokens["limited"])
+        code, out, err = run_in_process(["--repo", server.url, "status", "--limit", "1", "--json"])
+        assert code == 0, err
+        assert [x["name"] for x in json.loads(out)] == ["coding"]
 
 
 def test_the_hub_refuses_a_limited_token_every_read_of_such_a_set(env, tmp_path):
@@ -198,3 +235,33 @@ def test_api_reads_checkout_and_serving_of_such_a_set_are_refused(env, tmp_path,
         )
         assert code != 0 and "may not" in err and len(err.strip().splitlines()) == 1, err
         assert not dest.exists() or not any(dest.rglob("*"))
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 500])
+def test_a_limited_page_is_filled_from_as_many_catalog_pages_as_it_takes(monkeypatch, step):
+    """`visible_page` with catalog pages of STEP lines: hidden lines before, between and
+    after the token's own never shorten its page, and it stops at the catalog's end."""
+    from mint.registry import auth
+    from mint.team.tokens import Access, Identity
+
+    catalog = ["a", "b-1", "c", "b-2", "d", "e", "b-3", "f", "g", "h"]
+    catalog.sort()
+    reads = []
+
+    def read(limit, after):
+        reads.append((limit, after))
+        rest = [n for n in catalog if after is None or n > after]
+        return rest if limit is None else rest[:limit]
+
+    monkeypatch.setattr(auth, "FILL_STEP", step)
+    who = Identity("limited", Access.READER, ["b-*"])
+    name = lambda n: n  # noqa: E731
+    assert auth.visible_page(who, read, None, None, name) == ["b-1", "b-2", "b-3"]
+    assert auth.visible_page(who, read, 2, None, name) == ["b-1", "b-2"]
+    assert auth.visible_page(who, read, 2, "b-2", name) == ["b-3"]
+    assert auth.visible_page(who, read, 1, "b-3", name) == []
+    reads.clear()
+    assert auth.visible_page(who, read, 1, "b-1", name) == ["b-2"]
+    assert all(limit == max(1, step) for limit, _ in reads)
+    everyone = Identity("full", Access.READER, None)
+    assert auth.visible_page(everyone, read, 3, "b-3", name) == ["c", "d", "e"]

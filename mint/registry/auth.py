@@ -195,9 +195,38 @@ def check_blob(repo: Repo, who: Identity, blob_id: str) -> None:
         raise Forbidden(who.name, f"read blob {blob_id[:12]}: no line of the token holds it")
 
 
+FILL_STEP = 500  # lines of the catalog read at a time to fill a limited token's page
+
+
 def visible(who: Identity, items: Iterable[T], line: Callable[[T], str]) -> list[T]:
     """The items on lines the token may read."""
     return [i for i in items if who.may_touch(line(i))]
+
+
+def visible_page(
+    who: Identity,
+    read: Callable[[int | None, str | None], list[T]],
+    limit: int | None,
+    after: str | None,
+    line: Callable[[T], str],
+) -> list[T]:
+    """A page of at most LIMIT items on lines the token may read, after the line AFTER.
+
+    READ(limit, after) pages the whole catalog by line name. A token limited to lines gets
+    its page filled from as many pages as it takes (of FILL_STEP lines or more): filtering
+    one page of the catalog would answer short or empty pages while more of its lines
+    follow, and a client stops paging at the first empty one."""
+    if who.lines is None or limit is None:
+        return visible(who, read(limit, after), line)
+    found: list[T] = []
+    step = max(limit, FILL_STEP)
+    while len(found) < limit:
+        page = read(step, after)
+        found += visible(who, page, line)
+        if len(page) < step:
+            break
+        after = line(page[-1])
+    return found[:limit]
 
 
 def check_move(repo: Repo, who: Identity, line: str, channel: str, *, force: bool) -> None:

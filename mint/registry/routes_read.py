@@ -13,7 +13,15 @@ from mint import api, objects
 from mint.backend.local import LocalBackend
 from mint.errors import Forbidden
 from mint.ids import Kind
-from mint.registry.auth import Reader, RepoDep, check_commit, check_line, check_rev, visible
+from mint.registry.auth import (
+    Reader,
+    RepoDep,
+    check_commit,
+    check_line,
+    check_rev,
+    visible,
+    visible_page,
+)
 from mint.registry.models import Found, Id64, LineHead, Name, Resolved, Rev, WhoAmI
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, list_of, model_of
@@ -35,14 +43,14 @@ After = Annotated[Name | None, Query(description="only lines named after this on
 
 @router.get("/lines", response_model=list_of(objects.LineInfo))
 def lines(repo: RepoDep, who: Reader, limit: Limit = None, after: After = None) -> MintJSON:
-    found = api.ls(repo, limit=limit, after=after)
-    return answer(visible(who, found, lambda i: i.name))
+    read = lambda n, past: api.ls(repo, limit=n, after=past)  # noqa: E731
+    return answer(visible_page(who, read, limit, after, lambda i: i.name))
 
 
 @router.get("/status", response_model=list_of(objects.LineStatus))
 def status(repo: RepoDep, who: Reader, limit: Limit = None, after: After = None) -> MintJSON:
-    found = api.status(repo, limit=limit, after=after)
-    return answer(visible(who, found, lambda i: i.name))
+    read = lambda n, past: api.status(repo, limit=n, after=past)  # noqa: E731
+    return answer(visible_page(who, read, limit, after, lambda i: i.name))
 
 
 @router.get("/resolve", response_model=Resolved)

@@ -9,7 +9,7 @@ from mint import api
 from mint.errors import RevisionNotFound
 from mint.ids import Kind, RefKind
 from mint.objects import CommitDetail, Diff
-from mint.registry.auth import check_line, check_rev, visible
+from mint.registry.auth import check_line, check_rev, visible, visible_page
 from mint.registry.web import lineage, queries
 from mint.registry.web.card import card_of, read_text
 from mint.registry.web.channel_api import ChannelView, TimelineEntry, channel_view, timeline
@@ -29,7 +29,8 @@ def lines_page(repo: Repo, who: Identity, q: str, after: str | None) -> dict:
         found = [i for i in api.ls(repo, after=after) if q.casefold() in i.name.casefold()]
         found = visible(who, found, lambda i: i.name)[: LINES + 1]
     else:
-        found = visible(who, api.ls(repo, limit=LINES + 1, after=after), lambda i: i.name)
+        read = lambda n, past: api.ls(repo, limit=n, after=past)  # noqa: E731
+        found = visible_page(who, read, LINES + 1, after, lambda i: i.name)
     more = found[LINES - 1].name if len(found) > LINES else None
     found = found[:LINES]
     names = [i.name for i in found]
