@@ -196,7 +196,7 @@ def insert_new(conn: Connection, table: sa.Table, row: dict) -> bool:
 def plain_rows(conn: Connection, statement, params: dict | None = None) -> list[tuple]:
     """STATEMENT's rows as the driver gives them, tuples, without building SQLAlchemy's `Row`
     for each: for a read of thousands of rows whose columns are strings and integers, which
-    neither driver converts (issue 24: a third of `status` of 1,000 lines was its Rows). The
+    neither driver converts (issue 24: 0.4 of the 4 ms of `status` of 1,000 lines). The
     statement runs as any other does: compiled once, cached, seen by the engine's events."""
     result = conn.execute(statement, params)
     try:

@@ -87,10 +87,11 @@ def test_status_and_ls_page_by_line_name(moved, repo):
 
 
 def test_status_merges_each_line_with_its_channels(mint, repo, models):
-    """status reads the lines and the channels as two ranges merged in (line, channel)
-    order: each line has its own channels and no other's, also where names prefix one
-    another, a line without channels sits between lines with them, and channels were made in
-    reverse order of their names; every page is the same slice of the whole."""
+    """status reads the lines, their channels and their remote-tracking channels as three
+    ranges merged in (line, channel) order: each line has its own channels and no other's,
+    also where names prefix one another, a line without channels sits between lines with
+    them, and channels were made in reverse order of their names; every page is the same
+    slice of the whole."""
     from mint import schema as s
 
     assert mint("base", "add", "tiny-llama", models["base"]).code == 0
