@@ -86,6 +86,38 @@ def test_status_and_ls_page_by_line_name(moved, repo):
     assert mint("status", "--limit", "0").code == 2
 
 
+def test_every_page_of_a_shape_runs_the_one_statement_built_for_it(moved, repo):
+    """A page's limit and AFTER are bound parameters: status and ls run, for every page of a
+    shape (with or without a limit, with or without AFTER), the statement built once for that
+    shape, each page still its own. Building the statement for each call cost more than
+    reading a page of 50 lines with it (issue 24)."""
+    names = [s.name for s in api.status(repo)] + ["zzz"]
+    ran: dict[str, list] = {"status": [], "ls": []}
+    calling = []
+
+    def record(conn, clauseelement, multiparams, params, execution_options):
+        if calling and isinstance(clauseelement, sa.sql.expression.Executable):
+            ran[calling[-1]].append(clauseelement)
+
+    sa.event.listen(repo.db.engine, "before_execute", record)
+    try:
+        for shape in ({"limit": 1}, {}):
+            for call in ("status", "ls"):
+                ran[call].clear()
+                calling.append(call)
+                pages = [getattr(api, call)(repo, after=after, **shape) for after in names]
+                calling.pop()
+                whole = getattr(api, call)(repo)
+                assert pages == [
+                    [x for x in whole if x.name > after][: shape.get("limit")] for after in names
+                ]
+                assert len(ran[call]) == len(names) and len({id(q) for q in ran[call]}) == 1
+    finally:
+        sa.event.remove(repo.db.engine, "before_execute", record)
+    with pytest.raises(ValueError, match="limit must be 1 or more"):
+        api.ls(repo, limit=0)
+
+
 def test_status_merges_each_line_with_its_channels(mint, repo, models):
     """status reads the lines, their channels and their remote-tracking channels as three
     ranges merged in (line, channel) order: each line has its own channels and no other's,

@@ -151,15 +151,23 @@ def _member_row(m: Member) -> dict:
     return {"role": m.role, "label": m.label, "member_id": m.commit_id, "requested": m.requested}
 
 
-def lines_page(q, limit: int | None, after: str | None):
-    """Q (a select from lines) in name order: the lines after the name AFTER, at most LIMIT.
-    One range of the unique index on names, however many lines there are."""
+def page_of_lines(limit: int | None, after: str | None) -> dict:
+    """The parameters of a page of lines (`lines_page`): at most LIMIT (one or more) lines
+    whose names sort after AFTER."""
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be 1 or more, not {limit}")
-    if after is not None:
-        q = q.where(s.lines.c.name > after)
+    return {"limit": limit, "after": after}
+
+
+def lines_page(q, *, paged: bool, after: bool):
+    """Q (a select from lines) in name order: the lines after the name `:after` (with AFTER),
+    at most `:limit` (PAGED). One range of the unique index on names, however many lines
+    there are. The page is in bound parameters (`page_of_lines`): one statement built for a
+    shape of page serves every page of that shape."""
+    if after:
+        q = q.where(s.lines.c.name > sa.bindparam("after"))
     q = q.order_by(s.lines.c.name)
-    return q.limit(limit) if limit is not None else q
+    return q.limit(sa.bindparam("limit", type_=sa.Integer)) if paged else q
 
 
 def commit_row(conn: Connection, cid: str):
