@@ -197,31 +197,48 @@ def walk(conn: Connection, start: str, limit: int | None = None) -> list[CommitI
     `limit` newest: the recursive walk stops at that depth.
     """
     commit_row(conn, start)  # an unknown start is an error, not an empty log
+    params = {"start": start, "depth": (limit or 0) - 1, "limit": limit}
+    rows = conn.execute(_ancestors(bool(limit)), params).all()
+    parents = _parents_of_many(conn, [r.id for r in rows])
+    return [_info(r, parents.get(r.id, [])) for r in rows]
+
+
+@functools.cache
+def _ancestors(limited: bool):
+    """`walk`'s statement, built once for each shape (with a :limit or without), as
+    `_commit_by_id`: building the recursive walk for each call cost more than running it for
+    20 commits (issue 24)."""
     cp = s.commit_parents
-    seed = sa.select(sa.literal(start, sa.String(64)).label("id"), sa.literal(0).label("depth"))
-    anc = seed.cte("anc", recursive=True)
+    start = sa.bindparam("start", type_=sa.String(64))
+    anc = sa.select(start.label("id"), sa.literal(0).label("depth")).cte("anc", recursive=True)
     step = sa.select(cp.c.parent_id, anc.c.depth + 1).join(anc, cp.c.commit_id == anc.c.id)
-    if limit is not None:
-        step = step.where(anc.c.depth < limit - 1)
+    if limited:
+        step = step.where(anc.c.depth < sa.bindparam("depth", type_=sa.Integer))
     anc = anc.union(step)
     q = (
         sa.select(s.commits)
         .where(s.commits.c.id.in_(sa.select(anc.c.id)))
         .order_by(s.commits.c.created_at.desc(), s.commits.c.id)
     )
-    rows = conn.execute(q.limit(limit) if limit else q).all()
-    parents = _parents_of_many(conn, [r.id for r in rows])
-    return [_info(r, parents.get(r.id, [])) for r in rows]
+    return q.limit(sa.bindparam("limit", type_=sa.Integer)) if limited else q
 
 
 def _parents_of_many(conn: Connection, ids: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    cp = s.commit_parents
     for i in range(0, len(ids), 500):
-        q = sa.select(cp.c.commit_id, cp.c.parent_id).where(cp.c.commit_id.in_(ids[i : i + 500]))
-        for r in conn.execute(q.order_by(cp.c.commit_id, cp.c.idx)):
-            out.setdefault(r.commit_id, []).append(r.parent_id)
+        for child, parent in conn.execute(_parents_of_ids(), {"ids": ids[i : i + 500]}):
+            out.setdefault(child, []).append(parent)
     return out
+
+
+@functools.cache
+def _parents_of_ids():
+    """The parents of the commits :ids (an expanding list), built once."""
+    cp = s.commit_parents.c
+    q = sa.select(cp.commit_id, cp.parent_id)
+    return q.where(cp.commit_id.in_(sa.bindparam("ids", expanding=True))).order_by(
+        cp.commit_id, cp.idx
+    )
 
 
 def _info(row, parents: list[str]) -> CommitInfo:

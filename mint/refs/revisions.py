@@ -116,11 +116,7 @@ def resolve(conn: Connection, rev: str) -> Resolved:
     steps = sum(int(t) if t else 1 for t in m.group("tilde").split("~")[1:])
     commit = resolved.id
     for _ in range(steps):
-        parent = conn.execute(
-            sa.select(s.commit_parents.c.parent_id).where(
-                s.commit_parents.c.commit_id == commit, s.commit_parents.c.idx == 0
-            )
-        ).scalar()
+        parent = conn.execute(_first_parent(), {"cid": commit}).scalar()
         if parent is None:
             raise RevisionNotFound(rev, f"{commit[:12]} has no parent")
         commit = parent
@@ -130,6 +126,13 @@ def resolve(conn: Connection, rev: str) -> Resolved:
         resolved.ref if not steps else None,
         resolved.ref_kind if not steps else None,
     )
+
+
+@functools.cache
+def _first_parent():
+    """The first parent of the commit :cid: built once (LINE~10 takes ten)."""
+    cp = s.commit_parents.c
+    return sa.select(cp.parent_id).where(cp.commit_id == sa.bindparam("cid"), cp.idx == 0)
 
 
 @functools.cache
@@ -232,7 +235,12 @@ def _by_prefix(conn: Connection, prefix: str, rev: str, line: str | None = None)
 
 def find_line(conn: Connection, name: str):
     """The line's row (name, kind, head, commit_count), or None."""
-    return conn.execute(sa.select(s.lines).where(s.lines.c.name == name)).first()
+    return conn.execute(_line_named(), {"name": name}).first()
+
+
+@functools.cache
+def _line_named():
+    return sa.select(s.lines).where(s.lines.c.name == sa.bindparam("name"))
 
 
 def line_of(conn: Connection, commit_id: str) -> str:
