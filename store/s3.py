@@ -95,7 +95,11 @@ class S3ObjectStore:
         self.part_size, self.multipart_threshold = part_size, multipart_threshold
         self.max_workers = max_workers
         config = Config(
-            retries={"mode": "standard"},
+            # Five attempts, not botocore's three: a server error (500, 503) is retried with
+            # backoff, and a blob's concurrent puts each copy it onto itself to refresh its
+            # mtime; moto, the S3 server the tests run, answered three such copies in a row
+            # with 500 once (tests/test_store.py, sixteen concurrent puts of one blob).
+            retries={"mode": "standard", "max_attempts": 5},
             max_pool_connections=max(10, 4 * max_workers),
             request_checksum_calculation="when_required",
         )
