@@ -15,7 +15,7 @@ from mint.errors import DatabaseUnavailable, SchemaOutdated
 
 # The newest migration. Checked against alembic's own answer in the tests, and kept here so
 # that opening a repository does not load alembic to parse every migration script.
-SCHEMA_HEAD = "0011"
+SCHEMA_HEAD = "0016"
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 BLOB_GUARD_KEY = 0x6D696E74  # "mint": the advisory lock between gc and blob-referencing writes
