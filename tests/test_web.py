@@ -287,6 +287,7 @@ def test_commit_page_puts_the_facts_before_pefts_empty_model_card(site):
     body = b.find_element("id", "card-body").text
     assert "PEFT " in body and "Model Details" not in body and "Training Details" not in body
     assert "[" not in b.find_element("id", "peft").text  # target_modules as names, not a list
+    assert texts(b, "p.meta .badge.tag") == ["v1"]  # the tag as the other pages name it
     assert files.location["y"] < card.location["y"]
 
 
@@ -370,6 +371,12 @@ def test_channel_page_shows_the_timeline_newest_first_with_evidence(site):
     assert evidence["evaluation"]["contract"] == "production" and evidence["checks"][0]["ok"]
     # The holder's move in words: rolled back (to it), by whom.
     assert b.find_element("id", "holder-move").text.startswith("rolled back by bob ")
+    # The contract the head is checked against leads to the line's evaluations under it.
+    contract = b.find_element("css selector", "#candidate a.contract")
+    assert contract.text == "production v1"
+    contract.click()
+    wait_for(b, lambda: b.find_element("id", "contract").text == "production")
+    assert b.current_url.endswith("/evaluations/chat@production")
 
 
 def test_a_metric_reads_the_same_in_the_evidence_line_and_beside_it(site):
