@@ -148,7 +148,7 @@ def test_the_table_has_each_evaluated_commit_newest_first_with_each_metric(site)
     shown = [r.get_attribute("data-commit") for r in rows]
     assert shown == list(reversed(site.ids[:5]))  # c5 has no evaluation; other's is not here
     head = cells(b, "#evaluations thead th")
-    assert head[:5] == ["commit", "message", "author", "time", "version"]
+    assert head[:5] == ["commit", "message", "author", "time", "contract version"]  # not a tag
     assert head[5:7] == ["accuracy", "latency_ms"]
     by_commit = {r.get_attribute("data-commit"): r for r in rows}
     c1 = by_commit[site.ids[1]].find_elements("css selector", "td")
