@@ -330,6 +330,9 @@ def test_a_derived_sets_provenance_reads_as_commits_not_a_dict(site):
     assert uses.find_element("tag name", "th").text == "chat"
     assert uses.find_element("css selector", "a.id").get_attribute("href").endswith(ids["c2"])
     assert "second" in uses.text
+    # The chat member pinned by its id reads as the short id, as the commit beside it does.
+    chat = b.find_element("css selector", "#members").text.splitlines()[2]
+    assert ids["c2"] not in chat and chat.count(ids["c2"][:12]) == 2, chat
 
 
 def test_diff_page_lists_changed_tensors_and_sorts_by_delta(site):
