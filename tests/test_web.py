@@ -80,8 +80,9 @@ def variant(adapter: Path, dest: Path, tag: str) -> Path:
 
 
 def prepare(repo, models, folder: Path) -> dict[str, str]:
-    """Lines chat (three commits), coding, router and the set macaron; chat@v1; contracts;
-    evaluations; chat@production promoted twice and rolled back once."""
+    """Lines chat (three commits), coding, router and the set macaron (and a set derived
+    from it); chat@v1; contracts; evaluations; chat@production promoted twice (the second
+    approved by dave) and rolled back once."""
     api.base_add(repo, "tiny-llama", models["base"])
     dataset = api.traces_export(repo, folder / "traces.jsonl", by="alice")  # (no traces yet)
     meta = {"data": dataset.id, "lr": 0.001, "steps": 40}
@@ -100,7 +101,7 @@ def prepare(repo, models, folder: Path) -> dict[str, str]:
     for name, text in (("production", PRODUCTION_ACCURACY), ("release", RELEASE_ACCURACY)):
         (folder / f"{name}.toml").write_text(text)
         api.contract_add(repo, folder / f"{name}.toml", by="admin")
-    for key, accuracy in (("c1", 0.71), ("c2", 0.83), ("c3", 0.9)):
+    for key, accuracy in (("c1", 0.71), ("c2", 5 / 6), ("c3", 0.9)):
         api.record_evaluation(
             repo, ids[key], "production", {"accuracy": accuracy}, source="manual", by="evaluator"
         )
@@ -108,6 +109,7 @@ def prepare(repo, models, folder: Path) -> dict[str, str]:
         repo, ids["c2"], "release", {"accuracy": 0.8}, source="manual", by="evaluator"
     )
     api.promote(repo, ids["c1"], "production", by="alice")
+    api.approve(repo, ids["c2"], "production", by="dave")  # used by the promote below
     api.promote(repo, ids["c2"], "production", by="alice", reason="better accuracy")
     api.rollback(repo, "chat@production", by="bob", reason="complaints about tone")
     mol = folder / "macaron"
@@ -116,6 +118,7 @@ def prepare(repo, models, folder: Path) -> dict[str, str]:
     (mol / "route.md").write_text("Route the request to one expert.\n")
     (mol / "summary.md").write_text("Summarise the turn.\n")
     ids["set"] = api.set_commit(repo, mol / "mol.toml", "the set", author="alice").id
+    ids["derived"] = api.set_derive(repo, ids["set"], {"chat": ids["c2"]}, author="bob").id
     long = variant(models["a1"], folder / "long", "r0")
     for step in range(LONG):  # more commits than a page of a line holds
         config = json.loads((long / "adapter_config.json").read_text())
@@ -264,6 +267,30 @@ def test_commit_page_shows_files_peft_provenance_meta_and_evaluations(site):
     assert all(str(v) in provenance for v in PROVENANCE.values()), provenance
 
 
+def test_commit_page_puts_the_facts_before_pefts_empty_model_card(site):
+    """c1's README.md is the card PEFT's save_pretrained wrote: the Hub's template with
+    every field "[More Information Needed]"."""
+    site.sign_in("maint")
+    b = site.open(f"/commit/{site.ids['c1']}")
+    card, files = b.find_element("id", "card"), b.find_element("id", "files")
+    for fact in ("files", "peft", "meta"):  # above the card, on the first screen
+        y = b.find_element("id", fact).location["y"]
+        assert y < card.location["y"] and y < b.get_window_size()["height"], fact
+    assert b.find_element("css selector", ".evaluation").location["y"] < card.location["y"]
+    assert "More Information Needed" not in b.page_source
+    summary = b.find_element("id", "card-summary").text
+    assert "the Hub's card template, not filled in" in summary, summary
+    assert int(re.search(r"\((\d+) empty sections of the template", summary).group(1)) > 20
+    assert card.get_attribute("open") is None and not b.find_element("id", "card-body").text
+    card.find_element("tag name", "summary").click()  # opens without script
+    wait_for(b, lambda: "Framework versions" in b.find_element("id", "card-body").text)
+    body = b.find_element("id", "card-body").text
+    assert "PEFT " in body and "Model Details" not in body and "Training Details" not in body
+    assert "[" not in b.find_element("id", "peft").text  # target_modules as names, not a list
+    assert texts(b, "p.meta .badge.tag") == ["v1"]  # the tag as the other pages name it
+    assert files.location["y"] < card.location["y"]
+
+
 def test_set_page_links_each_member(site):
     site.sign_in("maint")
     ids = site.ids
@@ -277,9 +304,35 @@ def test_set_page_links_each_member(site):
         "chat" in b.find_element("id", "set").text and "coding" in b.find_element("id", "set").text
     )
     assert "Route the request to one expert." in b.page_source
+    # Each member once: in the members' table, not again in the set's.
+    assert len(b.find_elements("css selector", "main a.id")) == len(links) == 4
+    assert b.find_elements("css selector", "#set a") == []
     site.shot("set")
     members.find_elements("css selector", "a")[0].click()
     wait_for(b, lambda: "/commit/" in b.current_url and b.find_element("id", "commit-id").text)
+
+
+def test_a_derived_sets_provenance_reads_as_commits_not_a_dict(site):
+    site.sign_in("maint")
+    ids = site.ids
+    b = site.open(f"/commit/{ids['derived']}")
+    provenance = b.find_element("id", "provenance")
+    assert "{" not in provenance.text and "'" not in provenance.text, provenance.text
+    rows = {
+        r.find_element("tag name", "th").text: r
+        for r in provenance.find_elements("css selector", ":scope > tbody > tr")
+    }
+    assert sorted(rows) == ["derived_from", "uses"]
+    assert "the set" in rows["derived_from"].text and "by alice" in rows["derived_from"].text
+    link = rows["derived_from"].find_element("css selector", "a.id").get_attribute("href")
+    assert link.endswith(f"/commit/{ids['set']}")
+    uses = rows["uses"].find_element("css selector", "table")
+    assert uses.find_element("tag name", "th").text == "chat"
+    assert uses.find_element("css selector", "a.id").get_attribute("href").endswith(ids["c2"])
+    assert "second" in uses.text
+    # The chat member pinned by its id reads as the short id, as the commit beside it does.
+    chat = b.find_element("css selector", "#members").text.splitlines()[2]
+    assert ids["c2"] not in chat and chat.count(ids["c2"][:12]) == 2, chat
 
 
 def test_diff_page_lists_changed_tensors_and_sorts_by_delta(site):
@@ -319,6 +372,52 @@ def test_channel_page_shows_the_timeline_newest_first_with_evidence(site):
     assert (view["holder"], view["head"], view["gate"]["ok"]) == (ids["c1"], ids["c3"], True)
     evidence = view["moves"][1]["evidence"][0]
     assert evidence["evaluation"]["contract"] == "production" and evidence["checks"][0]["ok"]
+    # The holder's move in words: rolled back (to it), by whom.
+    assert b.find_element("id", "holder-move").text.startswith("rolled back by bob ")
+    # The contract the head is checked against leads to the line's evaluations under it.
+    contract = b.find_element("css selector", "#candidate a.contract")
+    assert contract.text == "production v1"
+    contract.click()
+    wait_for(b, lambda: b.find_element("id", "contract").text == "production")
+    assert b.current_url.endswith("/evaluations/chat@production")
+
+
+def test_a_metric_reads_the_same_in_the_evidence_line_and_beside_it(site):
+    """c2's accuracy is 5/6: the evidence line, the gate's table and the commit page all
+    show it rounded the one way the gate's table does."""
+    site.sign_in("maint")
+    b = site.open("/channel/chat@production")
+    promoted = b.find_elements("css selector", "#timeline li.move")[1]
+    line = promoted.find_element("css selector", ".evidence .metric").text
+    row = promoted.find_element("css selector", "table.gate tbody tr").text
+    assert line == "accuracy 0.833333" and row == "accuracy >= 0.5 0.833333 pass", (line, row)
+    assert "0.8333333" not in b.page_source
+    b = site.open(f"/commit/{site.ids['c2']}")
+    shown = b.find_element("css selector", ".evaluation table.kv").text
+    assert shown == "accuracy 0.833333" and "0.8333333" not in b.page_source
+
+
+def test_pending_approvals_leave_out_used_ones_and_no_second_approval_is_offered(site):
+    """dave's approval of c2 for production was used by c2's promote (c2 held the channel
+    since): it is that move's evidence, not pending. Once maint approves the head, the
+    pages say so instead of offering the button again."""
+    site.sign_in("maint")
+    ids = site.ids
+    assert site.api().get("/api/v1/approvals", params={"ref": "chat@production"}).json() == []
+    b = site.open("/channel/chat@production")
+    assert texts(b, "#pending tbody tr") == ["none"]
+    assert "approved by dave" in b.find_elements("css selector", "#timeline li.move")[1].text
+    b.find_element("id", "approve").click()
+    wait_for(b, lambda: b.find_element("id", "approved"))
+    assert b.find_element("id", "approved").text.startswith(f"you approved {ids['c3'][:12]} ")
+    assert b.find_elements("id", "approve") == []
+    pending = texts(b, "#pending tbody tr")
+    assert len(pending) == 1 and ids["c3"][:12] in pending[0] and " maint " in pending[0]
+    b = site.open(f"/promote?rev={ids['c3']}&channel=production")
+    assert b.find_elements("id", "approve") == []
+    assert b.find_element("id", "approved").text.startswith("you approved it for production ")
+    b = site.open(f"/promote?rev={ids['c3']}&channel=release")  # another channel: offered
+    assert b.find_element("id", "approve") and b.find_elements("id", "approved") == []
 
 
 # --- actions ----------------------------------------------------------------------------

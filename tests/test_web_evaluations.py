@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from mint import api
+from mint.registry.web import chart
 from mint.registry.web.evaluations import evaluated
 
 from support.browser import chromium, sign_in, wait_for
@@ -91,7 +92,8 @@ def commits(repo, adapter: Path, folder: Path, line: str, n: int, message: str) 
 def prepare(repo, models, folder: Path) -> list[str]:
     """chat c0..c5 (c0..c4 evaluated under quality, c1 twice, c0 under odd), the line other
     (its first commit evaluated under odd, its head under quality),
-    chat@production on c3 and chat@staging on c0; no evaluation under unused."""
+    chat@production on c3 and chat@staging on c0, c2 tagged v3 and c4 v5; no evaluation
+    under unused."""
     api.base_add(repo, "tiny-llama", models["base"])
     for name, text in (("quality", QUALITY), ("odd", ODD), ("unused", UNUSED)):
         (folder / f"{name}.toml").write_text(text)
@@ -109,6 +111,8 @@ def prepare(repo, models, folder: Path) -> list[str]:
     api.record_evaluation(repo, other[1], "quality", metrics, source="manual", by="ev")
     api.promote(repo, ids[3], "production", by="alice")
     api.promote(repo, ids[0], "staging", by="alice")
+    api.tag(repo, "chat@v3", ids[2], by="alice")
+    api.tag(repo, "chat@v5", ids[4], by="alice")
     return ids
 
 
@@ -144,7 +148,7 @@ def test_the_table_has_each_evaluated_commit_newest_first_with_each_metric(site)
     shown = [r.get_attribute("data-commit") for r in rows]
     assert shown == list(reversed(site.ids[:5]))  # c5 has no evaluation; other's is not here
     head = cells(b, "#evaluations thead th")
-    assert head[:5] == ["commit", "message", "author", "time", "version"]
+    assert head[:5] == ["commit", "message", "author", "time", "contract version"]  # not a tag
     assert head[5:7] == ["accuracy", "latency_ms"]
     by_commit = {r.get_attribute("data-commit"): r for r in rows}
     c1 = by_commit[site.ids[1]].find_elements("css selector", "td")
@@ -194,6 +198,35 @@ def test_the_chart_marks_the_holders_and_draws_the_contracts_bound(site):
     line_y = float(bound.find_element("css selector", "line").get_attribute("y1"))
     assert ys[2] > line_y > max(ys[0], ys[1], ys[3], ys[4])  # only c2 lies below the min
     b.save_screenshot(str(Path(site.repo.root).parent / "evaluations.png"))
+
+
+def test_the_charts_x_axis_names_each_commit_by_its_tag_or_its_id(site):
+    b = site.open("/evaluations/chat@quality")
+    ids = site.ids
+    labels = b.find_elements("css selector", "#x-axis text")
+    assert [x.text for x in labels] == [ids[0][:12], ids[1][:12], "v3", ids[3][:12], "v5"]
+    points = b.find_elements("css selector", "#chart circle.point")
+    assert [x.get_attribute("data-commit") for x in labels] == ids[:5]
+    for label, point in zip(labels, points, strict=True):  # each under its point
+        assert abs(label.location["x"] + label.size["width"] - point.location["x"]) < 20
+        assert label.location["y"] > point.location["y"]
+    assert [x.text for x in b.find_elements("css selector", "#x-axis text.tag")] == ["v3", "v5"]
+    row = b.find_element("css selector", f"#evaluations tr[data-commit='{ids[2]}'] td")
+    assert row.text == f"{ids[2][:12]} v3"
+
+
+def test_the_x_axis_keeps_the_tagged_commits_when_not_every_name_fits():
+    commits = [f"{i:064x}" for i in range(200)]
+    tags = {commits[7]: ["v1"], commits[8]: ["v2"], commits[150]: ["v3"]}
+    laid = chart.layout(commits, {c: float(i) for i, c in enumerate(commits)}, {}, {}, tags)
+    xs = [label.x for label in laid.labels]
+    assert xs == sorted(xs) and all(b - a >= chart.GAP for a, b in zip(xs, xs[1:]))
+    named = {label.commit: label.text for label in laid.labels}
+    assert named[commits[150]] == "v3" and named[commits[-1]] == commits[-1][:12]
+    assert ("v1" in named.values()) != ("v2" in named.values())  # a pixel apart: one fits
+    assert 30 < len(laid.labels) < 60
+    few = chart.layout(commits[:3], {}, {}, {}, None)
+    assert [label.text for label in few.labels] == [c[:12] for c in commits[:3]]
 
 
 def test_choosing_a_metric_is_a_link_that_redraws_the_chart_with_its_bound(site):

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from mint import api
-from mint.registry.web.card import markdown, safe_link
+from mint.registry.web.card import markdown, safe_link, without_template
 from mint.registry.web.render import ago, utc
 
 from support.browser import chromium, sign_in, wait_for
@@ -54,6 +54,7 @@ tags:
 <script>in a code block</script>
 ```
 """
+PEFT_SECTION = "\n### Framework versions\n\n- PEFT 0.22.0\n"  # what PEFT adds to the card
 BIG_CARD = "# Big\n\n" + "lorem ipsum dolor sit amet\n" * 12_000 + "\nTHE END OF THE CARD\n"
 
 # The production channel needs accuracy >= 0.5, one approval, and to have held staging.
@@ -397,6 +398,36 @@ def test_only_http_https_and_relative_links_are_links():
         "file:///x",
     ):
         assert not safe_link(url), url
+
+
+def test_a_filled_in_template_keeps_the_authors_words_and_drops_the_placeholders():
+    from huggingface_hub import ModelCard, ModelCardData
+
+    def card(**fields) -> str:
+        """The Hub's template as PEFT's save_pretrained fills it, as the page reads it (its
+        comments left out), with PEFT's own section at the end."""
+        text = ModelCard.from_template(ModelCardData(), **fields).text
+        return re.sub(r"<!--.*?-->", "", text, flags=re.S) + PEFT_SECTION
+
+    written = card(
+        developers="alice",
+        training_data="support tickets of March",
+        get_started_code="```\n[More Information Needed]\n```",
+    )
+    body, empty, filled = without_template(written)
+    assert filled and empty > 20 and "[More Information Needed]" in written
+    lines = [x for x in body.splitlines() if x.strip()]
+    assert "- **Developed by:** alice" in lines and "support tickets of March" in lines
+    assert "### Training Data" in lines and "## Training Details" in lines  # its headings
+    assert "- **License:** [More Information Needed]" not in body and "## Uses" not in lines
+    assert "```\n[More Information Needed]\n```" in body  # a code block is the author's
+    assert lines[-2:] == ["### Framework versions", "- PEFT 0.22.0"]
+    # PEFT's own section alone says nothing of the adapter: the card stays closed.
+    body, empty, filled = without_template(card())
+    assert not filled and empty > 30
+    assert [x for x in body.splitlines() if x.strip()] == lines[-2:]
+    # A card of its own, without the template's placeholder, is left as it is.
+    assert without_template(HOSTILE) == (HOSTILE, 0, True)
 
 
 def test_a_model_card_keeps_the_hubs_tables_and_escapes_what_is_in_them():

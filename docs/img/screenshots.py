@@ -30,7 +30,7 @@ from support.browser import chromium, sign_in, wait_for  # noqa: E402
 from support.registry import create_token, start_registry  # noqa: E402
 
 LINE = "support-bot"
-WIDTH, MAX_HEIGHT = 1280, 1500
+WIDTH, MAX_HEIGHT = 1280, 2000  # the commit page: its facts, then its model card
 QUALITY = """
 name = "quality"
 channel = "production"

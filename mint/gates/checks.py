@@ -17,7 +17,8 @@ from mint.signing.commits import verify_in
 from mint.signing.policy import judge, required
 
 
-def _fmt(x: float | None) -> str:
+def number_text(x: float | None) -> str:
+    """A metric's number as the gate's table (and every page beside it) shows it."""
     return "-" if x is None else f"{x:.6g}"
 
 
@@ -33,10 +34,10 @@ def metric_checks(body: dict, values: object, holder: object, holder_id: str | N
         found, shown_as = _found(values, name)
         if "min" in m:
             ok = found is not None and found >= m["min"]
-            rows.append(Check(name, f">= {_fmt(m['min'])}", shown_as, ok))
+            rows.append(Check(name, f">= {number_text(m['min'])}", shown_as, ok))
         if "max" in m:
             ok = found is not None and found <= m["max"]
-            rows.append(Check(name, f"<= {_fmt(m['max'])}", shown_as, ok))
+            rows.append(Check(name, f"<= {number_text(m['max'])}", shown_as, ok))
         if "max_regression" in m:
             rows.append(_regression(name, m["max_regression"], values, holder, holder_id))
     return rows
@@ -47,7 +48,7 @@ def _found(values: dict, name: str) -> tuple[float | None, str]:
     found = ev.finite_metric(values.get(name))
     if found is None and name in values:
         return None, f"not a number (stored value {shown(values[name])})"
-    return found, _fmt(found)
+    return found, number_text(found)
 
 
 def _regression(name, allowed: float, values: dict, holder, holder_id: str | None) -> Check:
@@ -57,11 +58,11 @@ def _regression(name, allowed: float, values: dict, holder, holder_id: str | Non
         return Check(label, "no holder to compare with", shown_as, found is not None)
     base, base_shown = _found(holder or {}, name)
     if base is None:
-        need = f">= holder {holder_id[:12]} - {_fmt(allowed)}"
+        need = f">= holder {holder_id[:12]} - {number_text(allowed)}"
         held = "holder not evaluated" if base_shown == "-" else f"holder's value is {base_shown}"
         return Check(label, need, held, False)
     need = base - allowed
-    required = f">= {_fmt(need)} (holder {_fmt(base)} - {_fmt(allowed)})"
+    required = f">= {number_text(need)} (holder {number_text(base)} - {number_text(allowed)})"
     return Check(label, required, shown_as, found is not None and found >= need)
 
 

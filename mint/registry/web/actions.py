@@ -29,7 +29,7 @@ from mint.registry import queries
 from mint.registry.auth import check_line, check_move, check_rev
 from mint.registry.failures import status_of
 from mint.registry.web import views
-from mint.registry.web.approvals import split_ref
+from mint.registry.web.approvals import approved_at, split_ref
 from mint.registry.web.pages import page
 from mint.registry.web.render import render
 from mint.registry.web.session import (
@@ -112,8 +112,10 @@ async def _act(request: Request, role: Access, act: Callable, signout: bool = Fa
         target = await run_in_threadpool(act, who, form)
     except MintError as exc:
         if isinstance(exc, GateRefused) and form.get("then") == "promote":
+            r, repo = exc.report, request.app.state.repo
+            mine = approved_at(repo, r.commit_id, r.channel, who.name)
             return render(
-                request, "promote.html", who, 409, report=exc.report, error=exc, reason=""
+                request, "promote.html", who, 409, report=r, error=exc, reason="", mine=mine
             )
         return render(request, "error.html", who, status_of(exc), error=exc)
     response = RedirectResponse(target, status_code=303)
@@ -145,7 +147,8 @@ def promote_form(request: Request, rev: Text, channel: Text) -> Response:
         check_rev(repo, who, rev)
         report = api.gate(repo, rev, channel)
         shown = views.known(repo, [report.commit_id, report.holder])
-        return {"report": report, "error": None, "reason": ""} | shown
+        mine = approved_at(repo, report.commit_id, channel, who.name)
+        return {"report": report, "error": None, "reason": "", "mine": mine} | shown
 
     return page(request, "promote.html", build)
 

@@ -1,15 +1,20 @@
 """A metric over a line's evaluated commits, laid out here and drawn as SVG by the template
-(so every name and label is escaped there): one point per commit in order, the contract's
-bounds as horizontal lines, and a marker on each commit that holds a channel."""
+(so every name and label is escaped there): one point per commit in order, each named on the
+x axis by its tag (else its short id) as far as the labels fit, the contract's bounds as
+horizontal lines, and a marker on each commit that holds a channel."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-WIDTH, HEIGHT = 880, 320
-LEFT, RIGHT, TOP, BOTTOM = 64, 96, 44, 40  # room for the axis, bound labels, channel labels
+from mint.gates.checks import number_text
+
+WIDTH, HEIGHT = 880, 370
+LEFT, RIGHT, TOP, BOTTOM = 64, 96, 44, 90  # room for the axes' labels, bounds, channels
+INSET = 14  # between the plot's sides and its first and last points (clear of the y labels)
 TICKS = 5
+GAP = 15  # px between two labels of the x axis (slanted, they need no more)
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,16 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class XLabel:
+    """A commit's name under its point on the x axis: its tag, else its short id."""
+
+    commit: str
+    text: str
+    x: float
+    tagged: bool
+
+
+@dataclass(frozen=True)
 class Tick:
     label: str
     y: float
@@ -48,6 +63,7 @@ class Chart:
     bounds: list[Bound]
     markers: list[Marker]
     ticks: list[Tick]
+    labels: list[XLabel]  # as many as fit, the tagged and the held ones first
     width: int
     height: int
     left: int
@@ -61,15 +77,17 @@ def layout(
     values: dict[str, float],
     bounds: dict[str, float],
     holders: dict[str, list[str]],
+    tags: dict[str, list[str]] | None = None,
 ) -> Chart:
     """COMMITS oldest first; VALUES the metric of those that have a number; BOUNDS the
-    contract's {"min": x, "max": y} for the metric; HOLDERS commit -> channels it holds."""
+    contract's {"min": x, "max": y} for the metric; HOLDERS commit -> channels it holds;
+    TAGS commit -> its tags (the x axis names a commit by its first tag)."""
     low, high = _range([*values.values(), *bounds.values()])
     right, bottom = WIDTH - RIGHT, HEIGHT - BOTTOM
     if len(commits) == 1:
         step, start = 0.0, (LEFT + right) / 2
     else:
-        step, start = (right - LEFT) / (len(commits) - 1), LEFT
+        step, start = (right - LEFT - 2 * INSET) / (len(commits) - 1), LEFT + INSET
     xs = {c: start + i * step for i, c in enumerate(commits)}
 
     def y(v: float) -> float:
@@ -87,9 +105,10 @@ def layout(
     return Chart(
         points=points,
         path=" ".join(f"{p.x},{p.y}" for p in points),
-        bounds=[Bound(f"{k} {v:.4g}", y(v)) for k, v in sorted(bounds.items())],
+        bounds=[Bound(f"{k} {number_text(v)}", y(v)) for k, v in sorted(bounds.items())],
         markers=markers,
         ticks=[Tick(f"{v:.4g}", y(v)) for v in _ticks(low, high)],
+        labels=_labels(commits, xs, tags or {}, holders),
         width=WIDTH,
         height=HEIGHT,
         left=LEFT,
@@ -97,6 +116,23 @@ def layout(
         top=TOP,
         bottom=bottom,
     )
+
+
+def _labels(commits: list[str], xs: dict, tags: dict, holders: dict) -> list[XLabel]:
+    """A label under each commit's point, GAP px apart at least: where not all fit, the
+    tagged commits and the holders first, then the newest."""
+    first = sorted(
+        reversed(commits), key=lambda c: (not tags.get(c), c not in holders)
+    )  # stable: newest first within each group
+    taken: list[float] = []
+    out = []
+    for c in first:
+        x = round(xs[c], 1)
+        if all(abs(x - t) >= GAP for t in taken):
+            taken.append(x)
+            named = tags.get(c)
+            out.append(XLabel(c, named[0] if named else c[:12], x, bool(named)))
+    return sorted(out, key=lambda label: label.x)
 
 
 def _range(numbers: list[float]) -> tuple[float, float]:

@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from mint import api
 from mint import schema as s
 from mint.errors import RevisionNotFound
+from mint.gates.checks import number_text
 from mint.gates.evaluations import finite_metric, stored_metrics
 from mint.ids import RefKind, iso
 from mint.objects import Contract
@@ -28,7 +29,7 @@ from mint.refs.revisions import nearest
 from mint.registry.auth import check_line
 from mint.registry.web import chart
 from mint.registry.web.pages import page
-from mint.registry.web.queries import line_info
+from mint.registry.web.queries import badges, line_info
 from mint.repo import Repo
 from mint.team.tokens import Identity
 
@@ -139,6 +140,7 @@ def evaluations_page(repo: Repo, who: Identity, ref: str, metric: str | None) ->
     metric = _chosen(contract, metrics, metric)
     bounds, held = _bounds(contract, metric), _holders(repo, line)
     shown = {r.commit for r in rows}
+    tags, _ = badges(repo, line, list(shown))  # by the index on targets: the page's rows
     return view | {
         "contract": contract,
         "rows": rows,
@@ -151,8 +153,9 @@ def evaluations_page(repo: Repo, who: Identity, ref: str, metric: str | None) ->
         "metric": metric,
         "bounds": bounds,
         "held": held,
+        "tags": tags,
         "elsewhere": {c: chs for c, chs in held.items() if c not in shown},
-        "chart": _chart(rows, metric, bounds, held) if metric else None,
+        "chart": _chart(rows, metric, bounds, held, tags) if metric else None,
     }
 
 
@@ -200,7 +203,7 @@ def _cell(value: object, bounds: dict[str, float]) -> Cell:
         return Cell("-" if value is None else str(value), False)
     low, high = bounds.get("min"), bounds.get("max")
     outside = (low is not None and number < low) or (high is not None and number > high)
-    return Cell(f"{number:.4g}", outside)
+    return Cell(number_text(number), outside)
 
 
 def _holders(repo: Repo, line: str) -> dict[str, list[str]]:
@@ -211,11 +214,14 @@ def _holders(repo: Repo, line: str) -> dict[str, list[str]]:
     return held
 
 
-def _chart(rows: list[Evaluated], metric: str, bounds: dict, held: dict) -> chart.Chart:
+def _chart(
+    rows: list[Evaluated], metric: str, bounds: dict, held: dict, tags: dict
+) -> chart.Chart:
     ordered = [r.commit for r in reversed(rows)]  # oldest first, left to right
     values = {r.commit: finite_metric(r.metrics.get(metric)) for r in rows}
     numbers = {c: v for c, v in values.items() if v is not None}
-    return chart.layout(ordered, numbers, bounds, {c: held[c] for c in ordered if c in held})
+    holders = {c: held[c] for c in ordered if c in held}
+    return chart.layout(ordered, numbers, bounds, holders, tags)
 
 
 @router.get("/evaluations/{ref:path}")

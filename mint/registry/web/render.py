@@ -13,6 +13,8 @@ from fastapi.responses import HTMLResponse
 
 from mint import __version__
 from mint.errors import RevisionNotFound
+from mint.gates.checks import number_text
+from mint.gates.evaluations import finite_metric
 from mint.ids import utcnow
 from mint.registry.web.session import csrf_token
 from mint.team.tokens import Access, Identity
@@ -45,10 +47,18 @@ def environment() -> jinja2.Environment:
     env.filters["first_line"] = lambda s: (s or "").splitlines()[0] if s else ""
     env.filters["size"] = _size
     env.filters["delta"] = lambda d: "-" if d is None else f"{d:.4g}"
+    env.filters["metric"] = metric
     env.filters["ago"] = ago
     env.filters["words"] = in_words
     env.filters["utc"] = utc
     return env
+
+
+def metric(value: object) -> str:
+    """A metric's value rounded as the gate's table rounds it, wherever a page shows one (a
+    stored value that is no number, as it is)."""
+    number = finite_metric(value)
+    return str(value) if number is None else number_text(number)
 
 
 def _moment(at: str) -> dt.datetime:

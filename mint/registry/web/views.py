@@ -11,6 +11,7 @@ from mint.ids import Kind, RefKind
 from mint.objects import CommitDetail, Diff
 from mint.registry.auth import check_line, check_rev, visible, visible_page
 from mint.registry.web import lineage, queries
+from mint.registry.web.approvals import approved_at
 from mint.registry.web.card import card_of, read_text
 from mint.registry.web.channel_api import ChannelView, TimelineEntry, channel_view, timeline
 from mint.repo import Repo
@@ -90,6 +91,7 @@ def commit_page(repo: Repo, who: Identity, rev: str) -> dict:
         c.name for c in api.tag_list(repo, detail.line, RefKind.CHANNEL) if c.target == detail.id
     ]
     shown = detail.parents + [m.commit_id for m in detail.members]
+    shown += _strings(detail.provenance) + _strings(detail.meta)  # a derived set's, say
     return {
         "c": detail,
         "evaluations": [api.evaluation_checks(repo, e) for e in evals],
@@ -99,21 +101,28 @@ def commit_page(repo: Repo, who: Identity, rev: str) -> dict:
     } | known(repo, shown)
 
 
+def _strings(value: object) -> list[str]:
+    """The strings in VALUE (a recorded mapping): those that are commit ids show as commits."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) and len(value) == 64 else []
+
+
 def _set_view(repo: Repo, detail: CommitDetail) -> dict:
-    """A set's router, labels, experts and prompts (the prompts' text from the store)."""
+    """A set's protocol, labels and prompts (the prompts' text from the store); its members
+    are the commit's."""
     cfg = detail.config or {}
-    router, summary = cfg.get("router", {}), cfg.get("summary", {})
+    router = cfg.get("router", {})
     prompts = {}
     for path in _prompts(detail):
         if path in detail.files:
             prompts[path] = _text(repo, detail.files[path].sha256)
     return {
         "protocol": cfg.get("protocol"),
-        "router": router.get("adapter"),
         "labels": router.get("labels", []),
         "default": router.get("default"),
-        "experts": cfg.get("experts", {}),
-        "summary": summary.get("adapter"),
         "prompts": prompts,
     }
 
@@ -188,11 +197,13 @@ def _prompts(detail: CommitDetail) -> set[str]:
 def channel_page(repo: Repo, who: Identity, ref: str, before: int | None) -> dict:
     """LINE@CHANNEL: its holder, a page of its moves newest first with the evidence of each,
     the pending approvals, and the gate for the line's head when it does not hold it (the
-    same view as `GET /api/v1/channel`)."""
+    same view as `GET /api/v1/channel`), with when WHO approved that head (MINE: None, the
+    page offers the approval)."""
     v = channel_view(repo, who, ref, MOVES, before)
     moved = [x for e in v.moves for x in (e.move.to, e.move.from_)]
     shown = [v.holder, v.head, *moved, *(a.commit_id for a in v.pending)]
-    context = {"v": v, "ref": ref, "first": before is None, "held": _held(repo, v)}
+    mine = approved_at(repo, v.head, v.channel, who.name) if v.gate else None
+    context = {"v": v, "ref": ref, "first": before is None, "held": _held(repo, v), "mine": mine}
     return context | known(repo, shown)
 
 
