@@ -246,3 +246,35 @@ def test_a_merge_through_a_registry(based, repo, monkeypatch):
     assert detail.id == made["id"] and detail.author == "wanda"
     assert detail.provenance["merge"]["method"] == "cat"
     assert again[0] == 0 and again[1].startswith("identical"), again
+
+
+def test_candidates_propose_merges_and_improve_makes_and_judges_them(loop, repo, models, mint):
+    ids, _ = loop  # macaron v1 holds production: router a1, chat a2, coding a3, summary a2
+    newer = api.commit(repo, "chat", models["a1"], "chat v2", author="alice").id
+    plain = api.candidates(repo, "macaron@production")
+    assert all(not c.merges for c in plain)  # merges are opt-in
+    found = api.candidates(repo, "macaron@production", merges=["linear", "ties"])
+    proposals = [c for c in found if c.merges]
+    assert [c.merges["chat"]["recipe"]["method"] for c in proposals] == ["linear", "ties"]
+    recipe = proposals[1].merges["chat"]["recipe"]
+    assert recipe["inputs"] == [ids["chat"], newer] and recipe["density"] == 0.5
+    assert proposals[0].merges["chat"]["line"] == "chat.merges" and proposals[0].changed == []
+    listed = mint("candidates", "macaron@production", "--merge", "linear")
+    assert f"chat=linear({ids['chat'][:12]}+{newer[:12]})" in listed.out, listed
+    r = api.improve(
+        repo, "macaron", contract="quality", merges=("linear",), combine=combine, by="loop"
+    )
+    merged = [s for s in r.steps if s.action == "merge"]
+    assert len(merged) == 1 and r.outcome == "canary-started"
+    made = api.show(repo, merged[0].commit)
+    assert made.line == "chat.merges" and made.parents == [ids["chat"], newer]
+    assert made.provenance["merge"]["method"] == "linear"
+    judged = [s for s in r.steps if s.action == "evaluate"]
+    derived = [s for s in r.steps if s.action == "derive" and "linear merge" in s.detail]
+    assert len(derived) == 1 and derived[0].commit in {s.commit for s in judged}
+    assert api.set_spec(repo, derived[0].commit).experts["chat"].commit_id == made.id
+    # proposed again, the merge already made is named, not made twice
+    (again,) = [
+        c for c in api.candidates(repo, "macaron@production", merges=["linear"]) if c.merges
+    ]
+    assert again.members["chat"] == made.id and again.changed == ["chat"]
