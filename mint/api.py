@@ -10,8 +10,9 @@ Bases          base_add, base_ls
 Commits        commit, resolve, log, show, ls, diff, checkout, adapter_config, search
 Tags           tag, tag_list, tag_delete
 Sets           set_commit, set_spec, set_derive, candidates
+Merges         merge, merge_replay
 Contracts      contract_add, contract_show, contract_ls
-Evaluations    evaluate, record_evaluation, evaluation_checks, evaluations_of
+Evaluations    evaluate, record_evaluation, record_harness, evaluation_checks, evaluations_of
 Channels       gate, promote, approve, rollback, channel_rm, history, history_verify, status
 Canaries       canary_of, canary_start, canary_stop, canary_status
 The loop       improve
@@ -73,11 +74,14 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "set_spec": ("mint.porcelain.files", "set_spec", _ONCE),
     "set_derive": ("mint.porcelain.commit", "set_derive", _ONCE),
     "candidates": ("mint.porcelain.commit", "candidates", _ONCE),
+    "merge": ("mint.porcelain.merge", "merge", _ONCE),
+    "merge_replay": ("mint.porcelain.merge", "merge_replay", _ONCE),
     "contract_add": ("mint.gates.contracts", "contract_add", _ANY),
     "contract_show": ("mint.gates.contracts", "contract_show", _ANY),
     "contract_ls": ("mint.gates.contracts", "contract_ls", _ANY),
     "evaluate": ("mint.porcelain.evaluate", "evaluate", _ONCE),
     "record_evaluation": ("mint.gates.evaluations", "record", _ANY),
+    "record_harness": ("mint.porcelain.harness", "record_harness", _ONCE),
     "evaluation_checks": ("mint.gates.promotion", "evaluation_checks", _ANY),
     "gate": ("mint.gates.promotion", "gate", _ANY),
     "promote": ("mint.gates.promotion", "promote", _ANY),
@@ -168,6 +172,8 @@ __all__ = [
     "log",
     "login",
     "ls",
+    "merge",
+    "merge_replay",
     "open_repo",
     "promote",
     "protect",
@@ -176,6 +182,7 @@ __all__ = [
     "push",
     "record_evaluation",
     "record_feedback",
+    "record_harness",
     "remote_add",
     "remote_ls",
     "remote_refs",
@@ -269,7 +276,9 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.porcelain.commit import candidates, commit, set_commit, set_derive
     from mint.porcelain.evaluate import evaluate
     from mint.porcelain.files import adapter_config, checkout, export, set_spec
+    from mint.porcelain.harness import record_harness
     from mint.porcelain.improve import improve
+    from mint.porcelain.merge import merge, merge_replay
     from mint.porcelain.pull import pull
     from mint.porcelain.signed import verify_folder
     from mint.refs.remote_refs import remote_refs, remote_refs_forget

@@ -82,6 +82,12 @@ class EvalSource(StrEnum):
     EVALUATOR = "evaluator"  # the contract's evaluator, run by mint
     MANUAL = "manual"  # --metric values computed elsewhere
     ROUTE_EVAL = "route-eval"  # the runtime's routing accuracy
+    LM_EVAL = "lm-eval"  # lm-evaluation-harness's results file (mint.gates.harness)
+    INSPECT = "inspect"  # inspect_ai's log
+
+
+# The sources whose evaluations hold every metric the harness wrote, not only the contract's.
+HARNESS_SOURCES = frozenset({EvalSource.LM_EVAL, EvalSource.INSPECT})
 
 
 def canonical_json(obj: Any) -> bytes:

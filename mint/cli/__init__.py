@@ -24,6 +24,7 @@ COMMANDS = {
     "search": "search_cmds",
     "tag": "tag_cmds",
     "set": "set_cmds",
+    "merge": "merge_cmds",
     **dict.fromkeys(("contract", "eval"), "contract_cmds"),
     **dict.fromkeys(
         ("channel", "approve", "gate", "history", "promote", "rollback", "status"),

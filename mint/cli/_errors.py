@@ -65,6 +65,8 @@ def _input_hints(e) -> dict:
         e.BaseFolderUnknown: "pass --base-dir DIR",
         e.BaseFolderMismatch: "pass the base the set was committed against (--base-dir DIR)",
         e.ForceNeedsReason: "pass --reason TEXT with --force",
+        e.OtherModel: "evaluate `mint checkout REV DIR` as peft=DIR, or record it anyway with "
+        "--force --reason TEXT",
         e.CanaryOpen: "stop it first: `mint canary stop LINE@CHANNEL`",
         e.NoCanary: "start one with `mint canary start LINE@CHANNEL CANDIDATE`",
         e.TraceNotFound: "see `mint traces ls`; a trace is written a moment after its turn",

@@ -97,7 +97,10 @@ def log(repo, rev, limit, as_json) -> None:
 def render_log(items) -> None:
     """Commits one a line, as `mint log` shows them (`mint search` too)."""
     for c in items:
-        echo(safe(f"{c.id[:12]}  {c.line:<12} {c.created_at[:19]}  {c.author:<10} {c.message}"))
+        text = f"{c.id[:12]}  {c.line:<12} {c.created_at[:19]}  {c.author:<10} {c.message}"
+        if len(c.parents) > 1:  # a merge: every parent, first its line's head
+            text += f"  (parents {' '.join(p[:12] for p in c.parents)})"
+        echo(safe(text))
 
 
 @click.command()

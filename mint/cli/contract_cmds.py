@@ -40,13 +40,22 @@ def contract_show(repo, name, version, as_json) -> None:
         return emit_json(c)
     echo(f"contract {c.name} v{c.version}  ({c.id})")
     echo(f"channel:   {c.channel}\nrequires:  {', '.join(c.requires) or '-'}")
-    evaluator = " ".join(c.evaluator["command"]) if c.evaluator else "-"
+    evaluator = _evaluator_text(c.evaluator)
     echo(f"approvals: {c.approvals}\nevaluator: {evaluator}")
     for m in c.metrics:
         bounds = " ".join(f"{k}={v:g}" for k, v in m.items() if k != "name")
         echo(f"  metric {m['name']} {bounds}")
     if c.signature and c.signature["required"]:
         echo(f"signature: required, by {' or '.join(c.signature['keys']) or 'a trusted key'}")
+
+
+def _evaluator_text(ev: dict | None) -> str:
+    if not ev:
+        return "-"
+    if "harness" in ev:
+        extra = "".join(f" {k}={ev[k]}" for k in ("include", "limit", "num_fewshot") if k in ev)
+        return f"{ev['harness']} tasks={','.join(ev['tasks'])}{extra}"
+    return " ".join(ev["command"])
 
 
 @contract.command("ls")
@@ -77,20 +86,30 @@ def checks_table(rows) -> str:
     metavar="KEY=VALUE",
     help="Record a value computed elsewhere.",
 )
+@click.option(
+    "--from",
+    "harness_file",
+    nargs=2,
+    metavar="HARNESS FILE",
+    help="Record the scores a harness wrote: lm-eval's results_*.json or inspect's log "
+    "(HARNESS: lm-eval or inspect). The file must name REV's adapter over its base.",
+)
+@click.option("--force", is_flag=True, help="With --from: record a file that names another model.")
+@click.option("--reason", help="Why --force records it (kept in the evaluation).")
+@click.option(
+    "--base-dir",
+    type=click.Path(exists=True, file_okay=False),
+    help="The base model folder a harness evaluator runs over (default: where `mint base add` "
+    "found it).",
+)
 @json_option
 @with_repo
-def eval_cmd(repo, rev, contract_name, metrics, as_json) -> None:
-    """Run the contract's evaluator on REV (or record --metric values) and keep the result."""
-    from mint.ids import EvalSource
-
-    by = current_user()
-    if metrics:
-        values = parse_pairs(metrics, "--metric")
-        ev = api.record_evaluation(
-            repo, rev, contract_name, values, source=EvalSource.MANUAL, by=by
-        )
-    else:
-        ev = api.evaluate(repo, rev, contract_name, by=by)
+def eval_cmd(
+    repo, rev, contract_name, metrics, harness_file, force, reason, base_dir, as_json
+) -> None:
+    """Run the contract's evaluator on REV (or record --metric values, or a harness's results
+    with --from) and keep the result."""
+    ev = _evaluation(repo, rev, contract_name, metrics, harness_file, force, reason, base_dir)
     ev = api.evaluation_checks(repo, ev)
     if as_json:
         return emit_json(ev)
@@ -99,6 +118,31 @@ def eval_cmd(repo, rev, contract_name, metrics, as_json) -> None:
         f"({ev.source})"
     )
     echo(checks_table(ev.checks))
+
+
+def _evaluation(repo, rev, contract_name, metrics, harness_file, force, reason, base_dir):
+    from mint.ids import EvalSource
+
+    by = current_user()
+    if metrics and harness_file:
+        raise click.UsageError("give --metric values or --from a harness's file, not both")
+    if (force or reason) and not harness_file:
+        raise click.UsageError("--force and --reason go with --from")
+    if force and not (reason or "").strip():
+        raise click.UsageError("--force needs --reason TEXT, which the evaluation keeps")
+    if reason and not force:
+        raise click.UsageError("--reason goes with --force")
+    if harness_file:
+        harness, path = harness_file
+        return api.record_harness(
+            repo, rev, contract_name, harness, path, reason=reason if force else None, by=by
+        )
+    if metrics:
+        values = parse_pairs(metrics, "--metric")
+        return api.record_evaluation(
+            repo, rev, contract_name, values, source=EvalSource.MANUAL, by=by
+        )
+    return api.evaluate(repo, rev, contract_name, by=by, base_dir=base_dir)
 
 
 def register(cli: click.Group) -> None:

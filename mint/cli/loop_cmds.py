@@ -11,6 +11,15 @@ from mint.cli._common import json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
 from mint.cli.runtime_cmds import base_dir_option
 
+merge_option = click.option(
+    "--merge",
+    "merges",
+    multiple=True,
+    type=click.Choice(("linear", "ties", "dare_linear", "dare_ties", "svd", "cat")),
+    help="Also propose merges of each member with its line's newer head by this method "
+    "(repeatable; docs/merge.md).",
+)
+
 
 @click.command("candidates")
 @click.argument("ref", metavar="SET_LINE@CHANNEL")
@@ -21,25 +30,33 @@ from mint.cli.runtime_cmds import base_dir_option
     metavar="LINE",
     help="Only swap in this member line's head (repeatable; default: every member's line).",
 )
+@merge_option
 @json_option
 @with_repo
-def candidates(repo, ref, lines, as_json) -> None:
+def candidates(repo, ref, lines, merges, as_json) -> None:
     """Configurations one step from the channel's holder: each member line's newest commit
-    swapped in, one at a time and all together."""
-    items = api.candidates(repo, ref, list(lines) or None)
+    swapped in, one at a time and all together; with --merge, a merge of a member with its
+    line's newest commit (by each method given)."""
+    items = api.candidates(repo, ref, list(lines) or None, merges=list(merges))
     if as_json:
         return emit_json(items)
     if not items:
         return echo(f"no candidates: every member of {ref} is its line's newest commit")
     rows = [
-        [
-            "+".join(c.lines),
-            " ".join(f"{label}={short(c.members[label])}" for label in c.changed),
-            short(c.existing) if c.existing else "-",
-        ]
-        for c in items
+        ["+".join(c.lines), _changes(c), short(c.existing) if c.existing else "-"] for c in items
     ]
     echo(table(rows, ["LINES", "CHANGES", "COMMITTED"]))
+
+
+def _changes(c) -> str:
+    """What a candidate changes: label=commit, or label=METHOD(INPUTS) for a merge to make."""
+    made = [f"{label}={short(c.members[label])}" for label in c.changed]
+    todo = [
+        f"{label}={m['recipe']['method']}({'+'.join(short(i) for i in m['recipe']['inputs'])})"
+        for label, m in c.merges.items()
+        if label not in c.changed
+    ]
+    return " ".join(made + todo)
 
 
 def route_evaluator(data: str, base_dir: str | None):
@@ -102,6 +119,7 @@ def _render(r) -> None:
     help="Evaluate each candidate's routing accuracy on this JSONL (as route-eval does) "
     "instead of running the contract's evaluator.",
 )
+@merge_option
 @base_dir_option
 @click.option("--watch", is_flag=True, help="Keep running rounds until interrupted.")
 @click.option(
@@ -122,6 +140,7 @@ def improve(
     fraction,
     min_traces,
     eval_data,
+    merges,
     base_dir,
     watch,
     interval,
@@ -134,6 +153,10 @@ def improve(
     kwargs = dict(contract=contract_name, to=target, lines=lines, canary=fraction)
     kwargs |= dict(min_traces=min_traces)
     kwargs |= dict(evaluate=evaluate)
+    if merges:
+        from mint.cli.merge_cmds import combiner
+
+        kwargs |= dict(merges=merges, combine=combiner(), base_dir=base_dir)
     try:
         _rounds(repo, line, kwargs, as_json, interval if watch else None)
     except KeyboardInterrupt:  # --watch ends here; each step of a round is its own

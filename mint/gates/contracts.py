@@ -32,6 +32,8 @@ TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "
 TOP_KEYS.add("signature")  # [signature]: issue 23
 METRIC_KEYS = {"name", "min", "max", "max_regression"}
 EVALUATOR_KEYS = {"command", "timeout", "version", "data"}
+HARNESS_KEYS = {"harness", "tasks", "include", "limit", "num_fewshot"}  # docs/harness.md
+HARNESSES = ("lm-eval", "inspect")
 LIVE_KEYS = {"min_score", "max_drop", "min_traces"}
 SIGNATURE_KEYS = {"required", "keys"}
 DEFAULT_TIMEOUT = 600.0
@@ -126,21 +128,57 @@ def _evaluator(ev, bad) -> dict | None:
         return None
     if not isinstance(ev, dict):
         raise bad("[evaluator] must be a table")
-    unknown = set(ev) - EVALUATOR_KEYS
+    unknown = set(ev) - EVALUATOR_KEYS - HARNESS_KEYS
     if unknown:
         raise bad(f"unknown evaluator key {sorted(unknown)[0]!r}")
-    cmd = ev.get("command")
-    if not (isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd)):
-        raise bad("evaluator.command must be a non-empty list of strings")
     timeout = ev.get("timeout", DEFAULT_TIMEOUT)
     if not is_finite_number(timeout) or not 0 < timeout <= MAX_TIMEOUT:
         raise bad(
             f"evaluator.timeout must be a number of seconds above 0, at most {MAX_TIMEOUT:g}"
         )
-    out = {"command": cmd, "timeout": float(timeout)}
+    if "harness" in ev:
+        out = _harness(ev, bad)
+    else:
+        cmd = ev.get("command")
+        if not (isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd)):
+            raise bad("evaluator.command must be a non-empty list of strings")
+        given = sorted(set(ev) & (HARNESS_KEYS - {"harness"}))
+        if given:
+            raise bad(f"evaluator.{given[0]} is for a harness, and this evaluator names none")
+        out = {"command": cmd}
+    out["timeout"] = float(timeout)
     for key in ("version", "data"):
         if key in ev:
             out[key] = str(ev[key])
+    return out
+
+
+def _harness(ev: dict, bad) -> dict:
+    """[evaluator] naming a harness that mint runs itself, unmodified (docs/harness.md)."""
+    if "command" in ev:
+        raise bad("[evaluator] names a command and a harness: one of them")
+    harness, tasks = ev["harness"], ev.get("tasks")
+    if harness not in HARNESSES:
+        raise bad(f"evaluator.harness must be one of {', '.join(HARNESSES)}")
+    if not (isinstance(tasks, list) and tasks and all(isinstance(x, str) and x for x in tasks)):
+        raise bad("evaluator.tasks must be a non-empty list of task names")
+    out = {"harness": harness, "tasks": tasks}
+    if "include" in ev:
+        if not isinstance(ev["include"], str) or not ev["include"]:
+            raise bad("evaluator.include must be the folder of the task files")
+        out["include"] = ev["include"]
+    if "limit" in ev:
+        limit = ev["limit"]
+        if not is_finite_number(limit) or limit <= 0:
+            raise bad("evaluator.limit must be a number above 0 (samples, or a fraction)")
+        out["limit"] = limit
+    if "num_fewshot" in ev:
+        shots = ev["num_fewshot"]
+        if harness != "lm-eval":
+            raise bad("evaluator.num_fewshot is lm-eval's; inspect's tasks set their own")
+        if not isinstance(shots, int) or isinstance(shots, bool) or shots < 0:
+            raise bad("evaluator.num_fewshot must be a whole number, 0 or more")
+        out["num_fewshot"] = shots
     return out
 
 

@@ -10,7 +10,7 @@ from mint import schema as s
 from mint.commits.indexes import index_evaluation
 from mint.errors import EvaluationFailed, InvalidObject
 from mint.gates.contracts import contract_row, get_row
-from mint.ids import ContractId, EvalSource, iso, utcnow
+from mint.ids import HARNESS_SOURCES, ContractId, EvalSource, iso, utcnow
 from mint.objects import Evaluation
 from mint.received import json_value, shown
 from mint.refs import resolve
@@ -63,12 +63,15 @@ def evaluation_values(
     by push or fetch all pass here: one check, wherever an evaluation comes from."""
     if not isinstance(metrics, dict):
         raise EvaluationFailed(f"metrics are {shown(metrics)}: a table of name = number")
-    values = check_metrics(body, metrics)
+    harness = isinstance(source, str) and source in HARNESS_SOURCES
+    values = check_metrics(body, metrics, every=harness)
     if not isinstance(source, str) or source not in {str(x) for x in EvalSource}:
         known = ", ".join(str(x) for x in EvalSource)
         raise EvaluationFailed(f"unknown evaluation source {shown(source)} (known: {known})")
     if evaluator is not None and not isinstance(evaluator, dict):
         raise EvaluationFailed(f"evaluator is {shown(evaluator)}: a table or nothing")
+    if harness and not (isinstance(evaluator, dict) and isinstance(evaluator.get("version"), str)):
+        raise EvaluationFailed(f"an evaluation from {source} keeps the harness's version")
     if data_hash is not None and not (isinstance(data_hash, str) and 0 < len(data_hash) <= 64):
         raise EvaluationFailed(f"data hash is {shown(data_hash)}: a string of 1 to 64 characters")
     if not (isinstance(by, str) and by.strip() and len(by) <= MAX_BY):
@@ -84,18 +87,22 @@ def evaluation_values(
     )
 
 
-def check_metrics(body: dict, metrics: dict) -> dict:
-    """Every contract metric must be present and numeric; no key outside the contract."""
+def check_metrics(body: dict, metrics: dict, every: bool = False) -> dict:
+    """Every contract metric must be present and numeric; no key outside the contract, unless
+    EVERY: a harness's results keep every score it wrote (mint.gates.harness), each a number."""
     names = [m["name"] for m in body["metrics"]]
     unknown = sorted(set(metrics) - set(names))
-    if unknown:
+    if unknown and not every:
         raise EvaluationFailed(
             f"unknown metric key {shown(unknown[0])}: contract {body['name']} has "
             f"{', '.join(names)}"
         )
     missing = [n for n in names if n not in metrics]
     if missing:
-        raise EvaluationFailed(f"missing metric {missing[0]!r} for contract {body['name']}")
+        has = f" (it has {', '.join(sorted(metrics)[:6])}{', ...' if len(metrics) > 6 else ''})"
+        raise EvaluationFailed(
+            f"missing metric {missing[0]!r} for contract {body['name']}" + (has if every else "")
+        )
     out = {}
     for k, v in metrics.items():
         value = metric_number(v)

@@ -11,10 +11,17 @@ import subprocess
 from mint.errors import EvaluationFailed
 
 
-def run_command(argv: list[str], timeout: float) -> str:
+def run_command(argv: list[str], timeout: float, cwd=None, env: dict | None = None) -> str:
+    """ARGV's standard output; it runs in CWD (default: here) with ENV (default: ours)."""
     try:
         proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            cwd=cwd,
+            env=env,
         )
     except OSError as exc:
         raise EvaluationFailed(

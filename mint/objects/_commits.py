@@ -104,6 +104,17 @@ class CommitResult:
 
 
 @frozen
+class MergeReplay:
+    """A merge made again from its recipe (`mint merge --replay`)."""
+
+    commit: CommitId
+    identical: bool  # every file's bytes are the commit's
+    differ: list[str]  # the paths whose bytes differ (or that one side lacks)
+    recorded: dict  # the library versions that made the commit (peft, torch)
+    now: dict  # and those that made it again
+
+
+@frozen
 class LineInfo:
     name: str
     kind: Kind

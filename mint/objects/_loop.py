@@ -4,6 +4,8 @@ Defined plain; `mint.objects` makes each a frozen dataclass on first use."""
 
 from __future__ import annotations
 
+from dataclasses import field
+
 from mint.ids import CommitId
 from mint.objects._lazy import frozen
 
@@ -54,6 +56,10 @@ class Candidate:
     changed: list[str]  # the labels whose member differs from the holder's
     lines: list[str]  # the member lines whose heads were swapped in
     existing: CommitId | None  # a set commit of the line with exactly these members, if any
+    # label -> a merge to make for that member (`candidates --merge`, docs/merge.md): its
+    # recipe (method, inputs, weights, density, seed) and the line it is committed on; such
+    # a member keeps its holder's commit in `members` until the merge is made
+    merges: dict[str, dict] = field(default_factory=dict)
 
     @property
     def uses(self) -> dict[str, str]:
@@ -65,7 +71,7 @@ class Candidate:
 class LoopStep:
     """One thing a round of the loop did or found, with the numbers it rested on."""
 
-    # derive | evaluate | refuse | promote | canary-start | canary-stop | rollback | wait
+    # derive | merge | evaluate | refuse | promote | canary-start | canary-stop | rollback | wait
     action: str
     commit: str | None
     channel: str | None

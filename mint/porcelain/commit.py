@@ -48,19 +48,19 @@ def commit(
     provenance: dict | None = None,
     sign: str | os.PathLike | None = None,
     sign_password: str | None = None,
+    parents: list[str] | None = None,
 ) -> CommitResult:
-    """Record the PEFT adapter folder as a new commit on LINE (parent: LINE's head), signed
-    with the private key in file SIGN if given; the folder's model.sig is a signature, no file.
+    """Record the PEFT adapter folder as a new commit on LINE (parents: LINE's head, then a
+    merge's PARENTS), signed with the key in file SIGN if given (a model.sig is no file).
 
-    Everything is checked before anything is published; each byte is read once (in the pass
-    that copies it into a local store), and not at all when the stat cache knows the file; only
-    the blobs a registry lacks are sent; blobs are durable before the commit that refers to
-    them; the head moves by compare-and-swap."""
+    All is checked before anything is published; each byte is read once (copied into a local
+    store), not at all when the stat cache knows the file; a registry is sent only the blobs it
+    lacks; blobs are durable before the commit; the head moves by compare-and-swap."""
     b = backend_of(repo)
     check_inputs(line, message, meta)
     signing = _signing(b, adapter_dir, sign, sign_password)
     with b.stat_cache() as cache:
-        same = None if signing else _same_as_head(b, cache, adapter_dir, line, base)
+        same = None if signing or parents else _same_as_head(b, cache, adapter_dir, line, base)
         if same is not None:
             return same
         scanned = scan_adapter(adapter_dir, cache=cache)
@@ -73,7 +73,7 @@ def commit(
     new = build_commit(
         Kind.ADAPTER,
         line,
-        parents=[head] if head else [],
+        parents=list(dict.fromkeys(([head] if head else []) + list(parents or []))),
         files={f.path: FileEntry(hashed.blobs[f.path], f.size) for f in scanned.files},
         base=found.name,
         base_fingerprint=found.fingerprint,
@@ -302,10 +302,13 @@ def derived_config(config: dict, pins: dict[str, str]) -> dict:
     return out
 
 
-def candidates(repo, ref: str, lines: list[str] | None = None) -> list[Candidate]:
+def candidates(
+    repo, ref: str, lines: list[str] | None = None, merges: list[str] | tuple = ()
+) -> list[Candidate]:
     """The holder of SET_LINE@CHANNEL with each member line's head swapped in, one line at
     a time, then all of them together; only swaps that change something. LINES limits the
-    lines swapped (each must be a line some member comes from)."""
+    lines swapped (each must be a line some member comes from). MERGES (methods) adds, for
+    each, a merge of a member with its line's newer head (mint.porcelain.merge)."""
     b = backend_of(repo)
     set_line, _, channel = ref.partition("@")
     if not set_line or not channel:
@@ -321,7 +324,12 @@ def candidates(repo, ref: str, lines: list[str] | None = None) -> list[Candidate
     if len(swaps) > 1:
         merged = {label: cid for uses, _ in swaps for label, cid in uses.items()}
         swaps.append((merged, [line for _, used in swaps for line in used]))
-    return [_candidate(b, detail, uses, used) for uses, used in swaps]
+    found = [candidate_of(b, detail, uses, used) for uses, used in swaps]
+    if merges:
+        from mint.porcelain.merge import merge_candidates
+
+        found += merge_candidates(b, detail, sources, lines, merges)
+    return found
 
 
 def _lines(sources: dict[str, str], wanted: list[str] | None) -> list[str]:
@@ -344,14 +352,17 @@ def _swap(b: Backend, detail: CommitDetail, sources: dict[str, str], line: str):
     return (uses, [line]) if uses else None
 
 
-def _candidate(b: Backend, detail: CommitDetail, uses: dict, used: list[str]) -> Candidate:
+def candidate_of(
+    b: Backend, detail: CommitDetail, uses: dict, used: list[str], description=None, merges=None
+) -> Candidate:
+    """DETAIL's set with USES (label -> commit) swapped in, from the lines USED."""
     members = members_of(detail) | uses
     changed = [label for label in members if label in uses]
     what = ", ".join(f"{label} {members[label][:12]}" for label in changed)
-    description = f"{' + '.join(used)} head{'s' if len(used) > 1 else ''}: {what}"
+    description = description or f"{' + '.join(used)} head{'s' if len(used) > 1 else ''}: {what}"
     pinned = [dataclasses.replace(m, commit_id=members[m.label]) for m in detail.members]
     existing = b.existing(detail.line, Kind.SET, _tree(detail, pinned))
-    return Candidate(description, detail.id, members, changed, used, existing)
+    return Candidate(description, detail.id, members, changed, used, existing, merges or {})
 
 
 def members_of(detail: CommitDetail) -> dict[str, str]:

@@ -119,6 +119,9 @@ def improve(
     min_traces: int | None = None,
     evaluate: Evaluate | None = None,
     by: str = LOOP_IDENTITY,
+    merges: tuple[str, ...] | list[str] = (),
+    combine=None,
+    base_dir: str | None = None,
 ) -> Round:
     """One round of the loop on set LINE under CONTRACT towards channel TO (see the
     module's docstring).
@@ -126,11 +129,16 @@ def improve(
     LINES limits the member lines whose heads are tried; CANARY is the canary's share of
     production's requests; MIN_TRACES (default: the contract's `[live] min_traces`, else 20)
     the scored traces each variant needs; EVALUATE records an evaluation of a candidate
-    (default: the contract's evaluator on the set's checkout)."""
+    (default: the contract's evaluator on the set's checkout). MERGES (methods) also tries
+    merges of the members with their lines' newer heads, made by COMBINE (the runtime's
+    merge, `mint.porcelain.merge`) over the base at BASE_DIR."""
     if min_traces is not None and min_traces < 1:
         raise InvalidConfig(f"a variant needs 1 scored trace or more, not {min_traces}")
+    if merges and combine is None:
+        raise InvalidConfig("merge candidates need the runtime's merge (combine) to be made")
     evaluate = evaluate or run_evaluator
     r = _Round(repo, line, contract, to, lines, canary, min_traces, evaluate, by)
+    r.merges, r.combine, r.base_dir = tuple(merges), combine, base_dir
     holder = _holder(r)
     if _below_floor(r, holder):
         return r.done("rolled-back")
@@ -298,7 +306,7 @@ def _first(move) -> int | None:
 
 
 def _try_candidates(r: _Round) -> Round:
-    found = candidates(r.repo, r.production, r.lines or None)
+    found = candidates(r.repo, r.production, r.lines or None, merges=r.merges)
     tried = _tried(r)
     passing = []
     for cand in found:
@@ -326,11 +334,37 @@ def _try_candidates(r: _Round) -> Round:
 def _committed(r: _Round, cand) -> str:
     if cand.existing is not None:
         return cand.existing
-    res = set_derive(
-        r.repo, cand.holder, cand.uses, author=r.by, message=f"loop: {cand.description}"
-    )
+    uses = cand.uses | _merged(r, cand)
+    res = set_derive(r.repo, cand.holder, uses, author=r.by, message=f"loop: {cand.description}")
     r.step("derive", res.id, None, cand.description)
     return res.id
+
+
+def _merged(r: _Round, cand) -> dict[str, str]:
+    """label -> the merge CAND proposes for it, made now (a merge commit on its line)."""
+    from mint.porcelain.merge import merge
+
+    made = {}
+    for label, m in cand.merges.items():
+        if label in cand.changed:  # made in an earlier round
+            continue
+        recipe = m["recipe"]
+        res = merge(
+            r.repo,
+            m["line"],
+            recipe["inputs"],
+            method=recipe["method"],
+            weights=recipe["weights"],
+            density=recipe["density"],
+            seed=recipe["seed"],
+            message=f"loop: {cand.description}",
+            author=r.by,
+            combine=r.combine,
+            base_dir=r.base_dir,
+        )
+        r.step("merge", res.id, None, cand.description)
+        made[label] = res.id
+    return made
 
 
 def _tried(r: _Round) -> set[str]:

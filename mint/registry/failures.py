@@ -65,6 +65,7 @@ def status_table() -> dict[type[BaseException], int]:
         e.WrongKind: 422,
         e.ForceNeedsReason: 422,
         e.EvaluationFailed: 422,
+        e.MergeMismatch: 422,
         e.BlobChanged: 422,
         e.BlobCorrupt: 500,  # the server's own bytes are damaged: not the client's doing
         e.DatabaseUnavailable: 503,

@@ -129,6 +129,38 @@ def snapshot(
     return Snapshot(line, cid, *known)
 
 
+def commits_of(
+    repo: Repo, line: str, rev: str, hf_main: str | None, check: Check | None = None
+) -> list[dict]:
+    """The Hub's commit list of LINE@REV (`list_repo_commits`): the commit and every one it
+    descends from, newest first, each with all its parents (a merge's inputs, from any line)
+    as their first 40 digits; a reader limited to lines is shown the commits it may read."""
+    with repo.db.read() as conn:
+        cid = revision_of(conn, line, rev, hf_main)
+        if check is not None:
+            check(conn, [cid])
+        shown = [c for c in rows.walk(conn, cid) if check is None or _may(check, conn, c.id)]
+    return [
+        {
+            "id": c.id[:SHOWN],
+            "title": (c.message.splitlines() or [""])[0],
+            "message": c.message,
+            "authors": [{"user": c.author}],
+            "date": hub_time(c.created_at),
+            "parents": [p[:SHOWN] for p in c.parents],
+        }
+        for c in shown
+    ]
+
+
+def _may(check: Check, conn, cid: str) -> bool:
+    try:
+        check(conn, [cid])
+    except HubMiss:
+        return False
+    return True
+
+
 def _checkout(repo: Repo, conn, cid: str) -> tuple[str, dict[str, HubFile]]:
     """(time, files) of commit CID: what a commit shows never changes, so it is kept for the
     next request of the same commit (a download asks once per file, twice with its HEAD)."""

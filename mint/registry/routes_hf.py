@@ -23,6 +23,7 @@ from mint.registry.hf_protocol import (
     HubFile,
     HubMiss,
     Snapshot,
+    commits_of,
     is_line_name,
     miss_response,
     model_info,
@@ -97,7 +98,7 @@ def _split_repo(request: Request, parts: list[str]) -> tuple[str, list[str]]:
     action, or when a line of that name exists."""
     if len(parts) >= 2:
         two = "/".join(parts[:2])
-        if parts[1] not in ("revision", "tree", "refs"):
+        if parts[1] not in ("revision", "tree", "refs", "commits"):
             return two, parts[2:]
         if is_line_name(two):  # anything else is no line: not looked up
             with request.app.state.repo.db.read() as conn:
@@ -108,8 +109,8 @@ def _split_repo(request: Request, parts: list[str]) -> tuple[str, list[str]]:
 
 @router.get("/api/models/{rest:hubpath}")
 def api_models(request: Request) -> Response:
-    """Repo info (`/{repo}`, `/{repo}/revision/{rev}`), `/{repo}/tree/{rev}[/{path}]` and
-    `/{repo}/refs`."""
+    """Repo info (`/{repo}`, `/{repo}/revision/{rev}`), `/{repo}/tree/{rev}[/{path}]`,
+    `/{repo}/refs` and `/{repo}/commits/{rev}`."""
     line, rest = _split_repo(request, _segments(request, 2))
     check = _reader(request, line)
     repo, main = request.app.state.repo, _hf_main(request)
@@ -121,12 +122,18 @@ def api_models(request: Request) -> Response:
     if rest[0] == "tree" and len(rest) >= 2:
         snap = snapshot(repo, line, rest[1], main, check)
         return _tree_page(request, snap, "/".join(rest[2:]))
+    if rest[0] == "commits" and len(rest) == 2:
+        return _page(request, commits_of(repo, line, rest[1], main, check))
     raise HubMiss("EntryNotFound", f"no such route under {line}")
 
 
 def _tree_page(request: Request, snap: Snapshot, folder: str) -> Response:
     recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
-    items = tree_items(snap, folder, recursive)
+    return _page(request, tree_items(snap, folder, recursive))
+
+
+def _page(request: Request, items: list) -> Response:
+    """One page of ITEMS from the query's cursor, with a `Link` to the next as the Hub's."""
     cursor = request.query_params.get("cursor", "0") or "0"
     if not cursor.isdigit():
         raise HTTPException(400, "the cursor is not a page offset")
