@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from mint import api
 from mint import schema as s
 from mint.errors import CanaryOpen, InvalidConfig, NoCanary, RevisionNotFound
-from mint.gates.canary import wilson
+from mint.gates.live import wilson
 from mint.registry.routes_events import event_of
 
 from conftest import one_line_error, snapshot

@@ -45,8 +45,8 @@ def test_improve_promotes_a_better_candidate_then_rolls_back_on_a_live_drop(loop
     assert api.improve(repo, "macaron", contract="quality").outcome == "waiting"
     assert snapshot(repo) == before
 
-    add_traces(repo, ids["set"], "production", [0.6] * 5)
-    add_traces(repo, cand, "canary", [0.7, 0.7, 0.7])  # 5 scored: 0.9, 0.9, 0.7 x3 = 0.78
+    add_traces(repo, ids["set"], "production", [0.2] * 6)
+    add_traces(repo, cand, "canary", [0.9] * 4)  # 6 scored from 6 users: 0.9 against 0.2
     r = api.improve(repo, "macaron", contract="quality")
     assert r.outcome == "promoted", r
     assert [s.action for s in r.steps] == ["promote", "canary-stop"]
@@ -55,8 +55,8 @@ def test_improve_promotes_a_better_candidate_then_rolls_back_on_a_live_drop(loop
     assert api.canary_status(repo, "macaron@production").canary.outcome == "promoted"
     assert api.improve(repo, "macaron", contract="quality").outcome == "idle"
 
-    # live scores of the new holder fall under the floor: production goes back to v1
-    add_traces(repo, cand, "production", [0.2, 0.3, 0.2, 0.1, 0.2])
+    # live scores of the new holder fall under the floor (their upper bound too): back to v1
+    add_traces(repo, cand, "production", [0.0] * 5)
     r = api.improve(repo, "macaron", contract="quality")
     assert r.outcome == "rolled-back", r
     assert _holder(repo, "production") == ids["set"] and _holder(repo, "staging") == ids["set"]
@@ -73,11 +73,12 @@ def test_improve_promotes_a_better_candidate_then_rolls_back_on_a_live_drop(loop
     ]
     start, promoted, stop, back = moves[1:]
     assert "score=0.8" in start.reason
-    assert "canary mean 0.780 >= production 0.600 - max_drop 0.05" in promoted.reason
-    assert "over 5 scored of 5 traces" in promoted.reason
+    assert "canary mean 0.900 against production 0.200: difference +0.700" in promoted.reason
+    assert "clears -max_drop 0.05" in promoted.reason
+    assert "over 6 scored of 6 traces, 6 users, 1 callers" in promoted.reason
     assert promoted.contract is not None and promoted.evaluations  # the gate's evidence
     assert stop.reason.startswith("promoted")
-    assert "mean 0.200" in back.reason and "< min_score 0.5" in back.reason
+    assert "mean 0.000" in back.reason and "upper bound 0.434 < min_score 0.5" in back.reason
     staged = api.history(repo, "macaron@staging")
     assert staged[-2].by == "mint-loop" and "best of 1 candidates" in staged[-2].reason
     assert staged[-2].evaluations == [r_ev.id for r_ev in api.evaluations_of(repo, cand)]
@@ -106,15 +107,15 @@ def test_improve_stops_a_canary_that_scores_worse_live(loop, repo, models):
     router2 = api.commit(repo, "router", models["a2"], "router v2", author="al").id
     score_router(router2, 0.7)
     cand = api.improve(repo, "macaron", contract="quality", min_traces=3).steps[0].commit
-    add_traces(repo, ids["set"], "production", [0.8, 0.8, 0.8])
-    add_traces(repo, cand, "canary", [0.5, 0.6, 0.7])
+    add_traces(repo, ids["set"], "production", [0.9] * 5)
+    add_traces(repo, cand, "canary", [0.1] * 5)
     r = api.improve(repo, "macaron", contract="quality", min_traces=3)
     assert r.outcome == "stopped", r
     assert [s.action for s in r.steps] == ["canary-stop", "rollback"]
     assert _holder(repo, "production") == ids["set"] and _holder(repo, "staging") == ids["set"]
     last = api.history(repo, "macaron@production")[-1]
     assert last.action == "canary-stop" and last.by == "mint-loop"
-    assert "canary mean 0.600 < production 0.800 - max_drop 0.05" in last.reason
+    assert "difference -0.800" in last.reason and "lies under -max_drop 0.05" in last.reason
     assert api.improve(repo, "macaron", contract="quality", min_traces=3).outcome == "idle"
 
 
