@@ -190,9 +190,10 @@ class TraceRecorder:
         in rows or in bytes, or the recorder closed."""
         row, size = storable(row)
         with self._cond:
+            flying = sum(size for _, size in self._inflight)
             full = (
-                len(self._pending) >= self.max_pending
-                or self._bytes + size > self.max_pending_bytes
+                len(self._pending) + len(self._inflight) >= self.max_pending
+                or self._bytes + flying + size > self.max_pending_bytes
             )
             if self._closed or self.refused or full:
                 self.dropped += 1

@@ -28,11 +28,13 @@ import sqlalchemy as sa
 
 from mint import api
 from mint import schema as s
+from mint.db import sqlite_url
 from mint.ids import utcnow
 from mint.remote.repo import RemoteRepo
 from mint.runtime.service import recorder_for
 
 from support import wait_until
+from support.disk import SmallDisk, empty_wal, mountable, read_only
 from support.loop import build_set
 from support.registry import create_token, error_of, running_registry
 from support.serving import raw_chat, start_serve
@@ -126,6 +128,39 @@ def test_the_trace_queue_is_bounded_in_bytes(repo):
         assert stats["pending_bytes"] <= 64 << 20 and kept[0]
     finally:
         recorder.close()
+
+
+def test_a_full_disk_keeps_the_queue_within_its_bound_until_space_returns(tmp_path):
+    """The recorder on a database whose disk is full (a small tmpfs; where this process may
+    not mount one, the database made read-only, which SQLite refuses alike): rows wait within
+    the queue's bound (later ones are dropped and counted) and are written once space
+    returns."""
+    folder = tmp_path / "db"
+    disk = SmallDisk(folder, "8m") if mountable() else None
+    folder.mkdir(exist_ok=True)
+    repo, _ = api.init(tmp_path / "repo", sqlite_url(folder / "mint.db"))
+    recorder = recorder_for(repo)
+    recorder.max_pending, recorder.interval = 10, 0.05
+    rows = [trace("ab" * 32) for _ in range(25)]
+    try:
+        if disk is not None:
+            empty_wal(folder / "mint.db")
+            disk.fill()
+        else:
+            read_only(folder, True)
+        kept = [recorder.record(row) for row in rows]
+        wait_until(lambda: recorder.retries >= 2, "never tried")
+        assert kept == [True] * 10 + [False] * 15
+        assert (recorder.pending(), recorder.written, recorder.dropped) == (10, 0, 15)
+    finally:
+        disk.free() if disk is not None else read_only(folder, False)
+    wait_until(lambda: recorder.pending() == 0, "never written")
+    recorder.close()
+    assert stored_ids(repo) == {row["id"] for row in rows[:10]}
+    assert (recorder.written, recorder.failed) == (10, 0)
+    repo.close()
+    if disk is not None:
+        disk.close()
 
 
 def test_a_bad_turn_does_not_lose_its_batch_mates_traces(local, models, tmp_path):

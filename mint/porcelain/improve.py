@@ -202,7 +202,7 @@ def _try_candidates(r: _Round) -> Round:
             "refuse", cid, r.gated_on, f"{cand.description}: gate refused: {failed}", None, ev.id
         )
     if not passing:
-        return r.done("refused" if r.steps else "idle")
+        return r.done("refused" if any(s.action == "refuse" for s in r.steps) else "idle")
     passing.sort(key=lambda p: p[0], reverse=True)
     score, cid, ev, cand = passing[0]
     metrics = _metrics_text(ev)

@@ -86,3 +86,25 @@ def limit_file_size(pid: int, size: int | None) -> None:
     error: a stand-in for a full disk, not the same errno."""
     _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
     resource.prlimit(pid, resource.RLIMIT_FSIZE, (hard if size is None else size, hard))
+
+
+def empty_wal(db_path: Path) -> None:
+    """Checkpoint a SQLite database and truncate its write-ahead log to nothing, so that its
+    next write needs new space (not the log's old pages)."""
+    import sqlite3
+
+    db = sqlite3.connect(db_path, timeout=60)
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+
+
+def read_only(folder: Path, on: bool) -> None:
+    """The alternative for a process that may not mount (not root): FOLDER and its files
+    made read-only (ON) or writable again; SQLite then refuses writes as it does on a full
+    disk (an OperationalError), for a user that permissions bind."""
+    for path in [folder, *folder.iterdir()]:
+        path.chmod(
+            (0o555 if path.is_dir() else 0o444) if on else (0o755 if path.is_dir() else 0o644)
+        )
