@@ -252,12 +252,21 @@ def main() -> None:
     rows = [[k] + [c.fmt_num(med(m, k)) for m in ("plain", "locked")] for k in keys]
     for k in ("peak_pending", "retries", "dropped"):
         rows.append([k] + [str(max(run[k] for run in runs[m])) for m in ("plain", "locked")])
-    rows.append(["stored / rows"] + [
-        f"{sum(x['stored'] for x in runs[m])} / {sum(x['rows'] for x in runs[m])}"
-        for m in ("plain", "locked")
-    ])
-    print(c.table(f"trace writer at {args.rate:g} rows/s, {args.rounds} rounds of "
-                  f"{args.seconds:g} s (median)", ["", "plain", "lock held 2 s of 3"], rows))
+    rows.append(
+        ["stored / rows"]
+        + [
+            f"{sum(x['stored'] for x in runs[m])} / {sum(x['rows'] for x in runs[m])}"
+            for m in ("plain", "locked")
+        ]
+    )
+    print(
+        c.table(
+            f"trace writer at {args.rate:g} rows/s, {args.rounds} rounds of "
+            f"{args.seconds:g} s (median)",
+            ["", "plain", "lock held 2 s of 3"],
+            rows,
+        )
+    )
     for k in ("rows_per_s", "record_p99_us", "lag_p99_s"):
         print(f"  {k}: locked / plain = {med('locked', k) / med('plain', k):.2f}")
     print(

@@ -48,6 +48,7 @@ max_regression = 0.02
 min_score = 0.3
 max_drop = 0.05
 min_traces = {MIN_TRACES}
+confidence = 0.9
 """
 
 
