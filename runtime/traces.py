@@ -267,13 +267,19 @@ class TraceRecorder:
             raise self._busy(f"the database cannot take feedback now: {_first(exc)}") from None
 
     def _settle(self, trace_id: str) -> None:
-        """Store TRACE_ID's row first when it waits in the queue or in flight; BUSY when
-        that cannot be done now (the batch is blocked, or deferred)."""
+        """Write what waits before feedback is recorded, as a batch would (its trace among
+        it, when TRACE_ID still waits); BUSY when its own trace cannot be stored now (the
+        batch is blocked, or kept for later). Never waits on a write the database is known
+        not to take: with the last batch kept, only a feedback whose trace waits tries."""
         with self._cond:
-            if trace_id not in self._ids:
-                return
+            mine = trace_id in self._ids
+            waiting = bool(self._pending or self._inflight)
+        if not waiting or (not mine and self._deferred):
+            return
         if not self._write_lock.acquire(timeout=self.interval):
-            raise self._busy("its trace is being written; try again later")
+            if mine:
+                raise self._busy("its trace is being written; try again later")
+            return
         try:
             self._flush_locked()
         finally:
