@@ -48,6 +48,7 @@ max_regression = 0.02
 min_score = 0.3
 max_drop = 0.05
 min_traces = {MIN_TRACES}
+confidence = 0.9
 """
 
 
@@ -286,7 +287,8 @@ def expect(result: dict, outcome: str) -> None:
 
 def canary_traffic(loop: Loop, number: int) -> None:
     """Users keep coming while the canary serves its share of them (sticky per user), until
-    both variants have enough scored traces."""
+    the live numbers decide it (enough scored traces, users, and an interval of the
+    difference that clears the contract's -max_drop, or lies under it)."""
     families = ROUND_FAMILIES[number]
     title(
         loop,
@@ -297,12 +299,13 @@ def canary_traffic(loop: Loop, number: int) -> None:
     )
     served = ", ".join(f"{k[:12]}: {v}" for k, v in tally.by_set.items())
     print(f"  {tally.requests} requests (served by {served})")
-    loop.d.mint("canary", "status", PRODUCTION)
+    loop.d.mint("canary", "status", PRODUCTION, "--contract", CONTRACT)
 
 
 def canary_ready(loop: Loop) -> bool:
-    st = loop.json("canary", "status", PRODUCTION)
-    return min(st["candidate"]["scored"], st["production"]["scored"]) >= MIN_TRACES
+    """Whether the live numbers decide the canary yet (what `mint improve` would do)."""
+    st = loop.json("canary", "status", PRODUCTION, "--contract", CONTRACT)
+    return st["verdict"] is not None and st["verdict"]["action"] != "wait"
 
 
 def bad_candidate(loop: Loop, number: int, records: list[dict], dataset: dict) -> None:

@@ -25,27 +25,32 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, lock_wait_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Engine:
     """An engine for `url`. SQLite gets WAL, a busy timeout and explicit transactions, and
     keeps its connections open in a pool, as PostgreSQL's engine does: opening one costs its
     pragmas, and closing the last one checkpoints the WAL, milliseconds each transaction
-    paid (issue 24: a promote at 10^5 commits took 40 ms, 10 with the pool)."""
+    paid (issue 24: a promote at 10^5 commits took 40 ms, 10 with the pool). LOCK_WAIT_MS:
+    how long a statement waits for a lock another transaction holds (SQLite's busy timeout;
+    PostgreSQL's lock_timeout when it is not the default)."""
     if url.startswith("sqlite"):
-        args = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+        args = {"timeout": lock_wait_ms / 1000, "check_same_thread": False}
         engine = sa.create_engine(url, connect_args=args, poolclass=sa.QueuePool)
-        _sqlite_setup(engine)
+        _sqlite_setup(engine, lock_wait_ms)
         return engine
+    if lock_wait_ms != SQLITE_BUSY_TIMEOUT_MS:
+        args = {"options": f"-c lock_timeout={int(lock_wait_ms)}"}
+        return sa.create_engine(url, pool_pre_ping=False, connect_args=args)
     return sa.create_engine(url, pool_pre_ping=False)
 
 
-def _sqlite_setup(engine: Engine) -> None:
+def _sqlite_setup(engine: Engine, lock_wait_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):
         # Let SQLAlchemy emit BEGIN itself, so writers can take the lock up front.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute(f"PRAGMA busy_timeout={int(lock_wait_ms)}")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
@@ -66,6 +71,14 @@ class Database:
         self.url = url
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
+
+    def limit_lock_wait(self, seconds: float) -> None:
+        """Wait at most SECONDS for a lock another transaction holds, from now on (a new
+        pool): a serving process's writes (traces, feedback) give up and try again later
+        rather than hold a request for the default busy timeout."""
+        old = self.engine
+        self.engine = make_engine(self.url, lock_wait_ms=max(1, int(seconds * 1000)))
+        old.dispose()
 
     @contextlib.contextmanager
     def read(self, *, autocommit: bool = False) -> Iterator[Connection]:

@@ -169,16 +169,21 @@ class Metrics:
 
 def _trace_lines(stats: dict | None) -> list[str]:
     """The trace recorder's counters (nothing when turns are not traced): rows written,
-    dropped (queue full, token refused), failed (database out of reach) and invalid (refused
-    alone, after their batch was retried row by row), and what waits."""
+    dropped (queue full, token refused), failed (still unwritten when the server stopped) and
+    invalid (refused alone, after their batch was retried row by row); batches tried again
+    later; and what waits (the batch being written included)."""
     if stats is None:
         return []
     name = "mint_traces_total"
     lines = _header(name, "Trace rows, by what became of them.", "counter")
     for outcome in ("written", "dropped", "failed", "invalid"):
         lines.append(f"{name}{_labels(outcome=outcome)} {stats.get(outcome, 0)}")
+    retries = "mint_trace_batch_retries_total"
+    lines += _header(retries, "Trace batches kept to be tried again later.", "counter")
+    lines.append(f"{retries} {stats.get('retries', 0)}")
     for name, key, text in (
-        ("mint_traces_pending", "pending", "Trace rows waiting to be written."),
+        ("mint_traces_pending", "pending", "Trace rows acknowledged, not yet stored."),
+        ("mint_traces_in_flight", "in_flight", "Trace rows in the batch being written."),
         ("mint_traces_pending_bytes", "pending_bytes", "Bytes of trace rows waiting."),
     ):
         lines += [*_header(name, text, "gauge"), f"{name} {stats.get(key, 0)}"]

@@ -58,7 +58,7 @@ from mint.runtime.requests import (  # noqa: F401 - parse_json and the rest, as 
     parse_json,
 )
 from mint.runtime.runtime import Runtime
-from mint.runtime.traces import TracesDeferred, TracesRefused, trace_row
+from mint.runtime.traces import TracesBusy, TracesDeferred, TracesRefused, trace_row
 
 log = logging.getLogger("mint.runtime")
 
@@ -74,6 +74,7 @@ REFUSALS: dict[type[Exception], tuple[int, str, str, str | None]] = {
     TraceNotFound: (404, "trace_not_found", "invalid_request_error", "id"),
     InvalidFeedback: (400, "invalid_feedback", "invalid_request_error", None),
     DatabaseUnavailable: (503, "database_unavailable", "server_error", None),
+    TracesBusy: (503, "database_busy", "server_error", None),  # try again later
     TracesDeferred: (503, "registry_unavailable", "server_error", None),
     TracesRefused: (503, "traces_refused", "server_error", None),
     Unauthenticated: (401, "invalid_api_key", "invalid_request_error", None),
@@ -263,7 +264,10 @@ def create_app(runtime: Runtime, *, max_body: int = MAX_BODY) -> Starlette:
     async def refused(request: Request, exc: Exception) -> Response:
         status, code, type_, param = next(REFUSALS[k] for k in type(exc).__mro__ if k in REFUSALS)
         runtime.metrics.error(status)
-        return error_response(status, str(exc), code, type_, param)
+        response = error_response(status, str(exc), code, type_, param)
+        if isinstance(exc, TracesDeferred):  # nothing is wrong with the request: send it again
+            response.headers["Retry-After"] = "1"
+        return response
 
     async def disconnected(request: Request, exc: ClientDisconnect) -> Response:
         return Response(status_code=499)

@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 
 from mint import api
+from mint.db import Database
 from mint.errors import BaseFolderUnknown, InvalidConfig, WrongKind
 from mint.ids import EvalSource
 from mint.objects import SetSpec
@@ -24,8 +25,9 @@ from mint.runtime.loader import SharedBase
 from mint.runtime.packed import pack_loader
 from mint.runtime.runtime import Runtime
 from mint.runtime.signatures import SignatureGuard, loading
-from mint.runtime.traces import TraceRecorder, through_registry
+from mint.runtime.traces import TraceRecorder, TracesDeferred, through_registry
 
+LOCK_WAIT = 1.0  # seconds a trace or feedback write waits for another process's lock
 log = logging.getLogger("mint.runtime")
 
 FALLBACK_POLL = 60.0  # seconds between checks of a channel followed through events
@@ -179,17 +181,23 @@ def recorder_for(repo, *, content: bool = True) -> TraceRecorder:
     """A recorder writing to REPO's database, or through a registry with the token (which
     needs the writer role; a refused token drops traces, with one warning). On a registry,
     a batch's malformed rows are skipped and named by the registry, the others written; a
-    client's feedback given with a registry token of its own is recorded under that token."""
+    client's feedback given with a registry token of its own is recorded under that token.
+
+    Locally it writes through a pool of its own that waits at most LOCK_WAIT seconds for a
+    lock another process holds: a batch that cannot be written then is tried again later,
+    and feedback answers "try again later" rather than hold its request."""
     if getattr(repo, "is_remote", False):
         return _registry_recorder(repo, content)
+    quick = dataclasses.replace(repo, db=Database(repo.db.url))
+    quick.db.limit_lock_wait(LOCK_WAIT)
 
     def write(rows):
-        return api.write_traces(repo, rows)
+        return api.write_traces(quick, rows)
 
     def feedback(trace_id, score, label=None, *, by=None):
-        return api.record_feedback(repo, trace_id, score, label, by=by)
+        return api.record_feedback(quick, trace_id, score, label, by=by)
 
-    return TraceRecorder(write, feedback=feedback, content=content)
+    return TraceRecorder(write, feedback=feedback, content=content, on_close=quick.db.dispose)
 
 
 def _registry_recorder(repo, content: bool) -> TraceRecorder:
@@ -204,7 +212,9 @@ def _registry_recorder(repo, content: bool) -> TraceRecorder:
             return as_client(repo, token, trace_id, score, label)
         return through_registry(api.record_feedback)(repo, trace_id, score, label, by=by)
 
-    return TraceRecorder(through_registry(write), feedback=feedback, content=content)
+    return TraceRecorder(
+        through_registry(write), feedback=feedback, content=content, busy=TracesDeferred
+    )
 
 
 def route_eval(

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from mint import api
 from mint import schema as s
 from mint.errors import CanaryOpen, InvalidConfig, NoCanary, RevisionNotFound
-from mint.gates.canary import wilson
+from mint.gates.live import wilson
 from mint.registry.routes_events import event_of
 
 from conftest import one_line_error, snapshot
@@ -145,3 +145,34 @@ def test_concurrent_starts_leave_one_open_canary(two_sets, repo):
     assert n == 1
     starts = [m for m in api.history(repo, "macaron@production") if m.action == "canary-start"]
     assert len(starts) == 1
+
+
+def test_a_move_of_the_channel_ends_its_open_canary_in_the_same_transaction(two_sets, repo, mint):
+    """A canary belongs to the holder it started beside: the promote of its candidate ends it
+    as promoted, any other move (a rollback, another promote) as stopped, each in the move's
+    own transaction and said so; a promote that moves nothing leaves it open."""
+    ids = two_sets
+    canary = api.canary_start(repo, "macaron@production", ids["set2"], 0.2, by="bob")
+    assert api.promote(repo, ids["set"], "production", by="bob").stopped_canary is None
+    assert api.canary_of(repo, "macaron@production") == canary  # nothing moved
+    moved = api.promote(repo, ids["set2"], "production", by="carol")
+    assert moved.stopped_canary == canary.id
+    promote, stop = api.history(repo, "macaron@production")[-2:]
+    assert (promote.action, stop.action, stop.by) == ("promote", "canary-stop", "carol")
+    assert stop.reason == "promoted: the promote by carol brought it into production"
+    assert api.canary_status(repo, "macaron@production").canary.outcome == "promoted"
+
+    third = api.set_derive(repo, ids["set2"], {"coding": ids["chat"]}, author="al").id
+    again = api.canary_start(repo, "macaron@production", third, 0.2, by="bob")
+    r = mint("rollback", "macaron@production", "--reason", "incident")
+    assert r.code == 0, r
+    assert f"canary #{again.id} ended in the same transaction" in r.out
+    status = api.canary_status(repo, "macaron@production")
+    assert status.canary.outcome == "stopped" and status.verdict is None
+    assert status.holder == ids["set"] != status.canary.baseline == ids["set2"]
+    assert (
+        "the canary's baseline" in status.canary.reason
+        and "no longer holds" in status.canary.reason
+    )
+    shown = mint("canary", "status", "macaron@production")
+    assert f"no longer holds macaron@production ({ids['set'][:12]} does)" in shown.out

@@ -103,8 +103,10 @@ def test_promoting_the_candidate_serves_everyone_from_the_loaded_canary(split):
     client, runtime, repo, ids = split
     api.canary_start(repo, REF, ids["candidate"], 0.5, by="ann")
     wait_until(lambda: runtime.canary is not None, "the runtime never loaded the canary")
-    api.promote(repo, ids["candidate"], "production", by="ann")
-    api.canary_stop(repo, REF, by="ann", outcome="promoted")
+    move = api.promote(repo, ids["candidate"], "production", by="ann")
+    # the promote of its candidate ends the canary, as promoted, in the move's transaction
+    assert move.stopped_canary is not None
+    assert api.canary_status(repo, REF).canary.outcome == "promoted"
     wait_until(lambda: runtime.active.id == ids["candidate"], "the holder never moved")
     wait_until(lambda: runtime.canary is None, "the split never ended")
     assert runtime.history[-1].resident  # the canary's version, nothing loaded again

@@ -130,8 +130,8 @@ def test_every_round_over_a_registry_ends_as_the_local_one(sides, repo):
     assert snapshot(repo) == before
 
     for side, cand, ids in zip((repo, twin), cands, (remote_ids, twin_ids)):
-        add_traces(side, ids["set"], "production", [0.6] * 5)
-        add_traces(side, cand, "canary", [0.7, 0.7, 0.7])
+        add_traces(side, ids["set"], "production", [0.2] * 6)
+        add_traces(side, cand, "canary", [0.9] * 4)
     promoted = both()
     assert promoted[2] == "promoted"
     assert [s[0] for s in promoted[3]] == ["promote", "canary-stop"]
@@ -139,10 +139,10 @@ def test_every_round_over_a_registry_ends_as_the_local_one(sides, repo):
 
     # the new holder falls under the live floor (read from the registry's traces)
     for side, cand in zip((repo, twin), cands):
-        add_traces(side, cand, "production", [0.2, 0.3, 0.2, 0.1, 0.2])
+        add_traces(side, cand, "production", [0.0] * 5)
     back = both()
     assert back[2] == "rolled-back"
-    assert "mean 0.200" in back[3][0][2] and "< min_score 0.5" in back[3][0][2]
+    assert "mean 0.000" in back[3][0][2] and "upper bound 0.434 < min_score 0.5" in back[3][0][2]
     assert both()[2] == "idle"  # the rolled-back set is not tried again
 
     for ref in ("macaron@production", "macaron@staging"):

@@ -54,8 +54,8 @@ def test_a_contract_for_production_alone_canaries_straight_against_it(repo, mode
     assert set(_channels(repo)) == {"production"}  # no staging channel was made
     assert api.canary_of(repo, "macaron@production").candidate == cand
 
-    add_traces(repo, ids["set"], "production", [0.6] * 3)
-    add_traces(repo, cand, "canary", [0.8] * 3)
+    add_traces(repo, ids["set"], "production", [0.1] * 5)
+    add_traces(repo, cand, "canary", [1.0] * 5)
     r = api.improve(repo, "macaron", contract="q")
     assert r.outcome == "promoted", r
     assert _channels(repo) == {"production": cand}
@@ -94,11 +94,12 @@ def test_to_another_channel_through_staging(mint, repo, models, tmp_path):
     assert api.canary_of(repo, "macaron@release").candidate == cand
     assert "production" not in _channels(repo)
 
-    add_traces(repo, ids["set"], "release", [0.8] * 3)
-    add_traces(repo, cand, "canary", [0.5] * 3)
+    add_traces(repo, ids["set"], "release", [0.9] * 5)
+    add_traces(repo, cand, "canary", [0.1] * 5)
     text = mint("improve", "macaron", "--contract", "q", "--to", "release")
     assert text.code == 0 and "stopped" in text.out, text
-    assert "canary mean 0.500 < release 0.800" in api.history(repo, "macaron@release")[-1].reason
+    stopped = api.history(repo, "macaron@release")[-1].reason
+    assert "canary against release: difference -0.800" in stopped and "mean 0.900" in stopped
     assert _channels(repo) == {"release": ids["set"], "staging": ids["set"]}
 
 

@@ -19,6 +19,7 @@ from mint.errors import DatasetNotFound, InvalidFeedback, InvalidTime, TraceNotF
 from mint.runtime.evaluate import read_records
 
 from conftest import one_line_error, snapshot
+from support.disk import SmallDisk, mountable
 from support.pgdb import pg_database
 from support.runtime import committed_demo
 from support.runtime import demo as demo_files
@@ -183,6 +184,44 @@ def test_cli_refuses_bad_input_in_one_line(based, repo, traced, tmp_path):
     assert snapshot(repo) == before
 
 
+def test_an_export_whose_dataset_cannot_be_stored_leaves_no_file(based, repo, traced, tmp_path):
+    """`traces export -o FILE` writes FILE only once its dataset is stored: with the object
+    store's disk full it fails in one line and leaves neither FILE, nor a temporary file
+    beside it, nor a dataset. Where this process may not mount a small full disk on the
+    store's folder, the folder is made read-only instead (what a non-root user then sees)."""
+    mint = based
+    objects = repo.root / ".mint" / "objects"
+    out = tmp_path / "out" / "r.jsonl"
+    disk = SmallDisk(objects, "1m") if mountable() else None
+    if disk is not None:
+        disk.fill()
+    else:
+        objects.chmod(0o500)
+    try:
+        before = snapshot(repo)
+        one_line_error(mint("traces", "export", "--format", "router", "-o", out))
+        assert not out.exists() and list(out.parent.glob("*")) == []
+        assert snapshot(repo) == before
+    finally:
+        disk.close() if disk is not None else objects.chmod(0o755)
+    stored = mint("traces", "export", "--format", "router", "-o", out, "--json")
+    assert stored.code == 0 and out.exists(), stored
+
+
+def test_a_commit_naming_data_that_is_no_dataset_is_warned(based, repo, traced, tmp_path, models):
+    mint = based
+    d = api.traces_export(repo, tmp_path / "r.jsonl", format="router", by="ann")
+    named = mint("commit", "chat", models["a2"], "-m", "trained", "--meta", f"data={d.id}")
+    assert named.code == 0 and "warning" not in named.err, named
+    missing = "0123abcd" * 8  # the sha256 of an export that was never stored
+    fresh = mint("commit", "chat", models["a1"], "-m", "again", "--meta", f"data={missing}")
+    assert fresh.code == 0, fresh
+    assert f"data={missing} names no dataset recorded in this repository" in fresh.err
+    assert api.show(repo, "chat").meta["data"] == missing  # committed all the same
+    other = mint("commit", "chat", models["a3"], "-m", "hub", "--meta", "data=hf://org/set")
+    assert other.code == 0 and "warning" not in other.err  # not a dataset id: nothing said
+
+
 @pytest.fixture
 def based(mint, models):
     assert mint("base", "add", "tiny-llama", models["base"]).code == 0
@@ -344,16 +383,19 @@ def test_an_unreachable_database_fails_no_request(served):
     client, runtime, repo, _ = served
     nowhere = dataclasses.replace(repo, db=Database("postgresql+psycopg://mint@127.0.0.1:1/x"))
     kept, runtime.recorder = runtime.recorder, recorder_for(nowhere)
+    runtime.recorder.close_wait = 0.5
     try:
         ids = [ask(client, user="dee")["id"] for _ in range(3)]
         deadline = time.monotonic() + 60
-        while runtime.recorder.failed < 3:
+        while runtime.recorder.retries < 1:  # tried, and kept to try again later
             assert time.monotonic() < deadline, runtime.recorder.stats()
             time.sleep(0.02)
         refused = client.post("/v1/feedback", json={"id": ids[0], "score": 1})
-        assert refused.status_code == 503
-        assert client.get("/healthz").json()["traces"]["failed"] == 3
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+        traces = client.get("/healthz").json()["traces"]
+        assert (traces["pending"], traces["failed"], traces["dropped"]) == (3, 0, 0), traces
     finally:
-        runtime.recorder.close()
+        runtime.recorder.close()  # the database never came back: counted as failed
+        assert runtime.recorder.failed == 3
         runtime.recorder = kept
     assert ask(client)["id"]  # the server serves on

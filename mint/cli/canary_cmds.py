@@ -83,27 +83,41 @@ def _num(x: float | None) -> str:
 
 @canary.command("status")
 @click.argument("ref", metavar="SET_LINE@CHANNEL")
+@click.option(
+    "--contract",
+    "contract_name",
+    help="Weigh and judge under this contract's [live] table (default: the defaults).",
+)
 @json_option
 @with_repo
-def status(repo, ref, as_json) -> None:
+def status(repo, ref, contract_name, as_json) -> None:
     """The open (else the latest) canary, and live feedback on each variant since it began:
-    traces, scored traces, mean score and its 95% interval (Wilson)."""
-    st = api.canary_status(repo, ref)
+    traces, scored traces, users and callers, the mean weighed so that no caller or user is
+    over its share, its interval (Wilson), and what the live numbers say."""
+    st = api.canary_status(repo, ref, contract=contract_name)
     if as_json:
         return emit_json(st)
     echo(_shown(st.canary))
+    if st.holder != st.canary.baseline:
+        echo(
+            f"  its baseline {short(st.canary.baseline)} no longer holds {ref} "
+            f"({short(st.holder)} does): its numbers compare with a set that no longer serves"
+        )
     rows = [
         [
             v.variant,
             short(v.commit),
             str(v.traces),
             str(v.scored),
+            f"{v.users}/{v.callers}",
             _num(v.mean),
             f"[{_num(v.low)}, {_num(v.high)}]",
         ]
         for v in (st.production, st.candidate)
     ]
-    echo(table(rows, ["VARIANT", "SET", "TRACES", "SCORED", "MEAN", "95% CI"]))
+    echo(table(rows, ["VARIANT", "SET", "TRACES", "SCORED", "USERS/CALLERS", "MEAN", "CI"]))
+    if st.verdict is not None:
+        echo(f"verdict: {st.verdict.action}: {st.verdict.reason}")
 
 
 def register(cli: click.Group) -> None:

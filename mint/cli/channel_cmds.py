@@ -41,6 +41,11 @@ def _moved(move, as_json: bool) -> None:
         return emit_json(move)
     where = f"{move.line}@{move.channel}"
     echo(f"{where}: {short(move.from_)} -> {short(move.to)} ({move.action})")
+    if move.stopped_canary is not None:  # its baseline no longer holds: stopped with the move
+        echo(
+            f"{where}: canary #{move.stopped_canary} ended in the same transaction: its "
+            f"baseline no longer holds the channel (mint canary status {where})"
+        )
 
 
 @click.command()

@@ -15,7 +15,7 @@ from mint.cli._common import (
     transfer_progress,
     with_repo,
 )
-from mint.cli._output import echo, emit_json, safe, short, table
+from mint.cli._output import echo, emit_json, safe, short, table, warn
 from mint.cli.config_cmds import sign_key_from, sign_option
 from mint.cli.key_cmds import password_from, password_option
 
@@ -72,6 +72,8 @@ def commit(ctx, line, directory, message, meta, base_name, sign_key, password_en
     finally:
         if "mint.commits.early" in sys.modules:  # what the commit did not claim is dropped
             sys.modules["mint.commits.early"].stop()
+    if r.created and "data" in pairs:
+        _check_dataset(ctx.repo(), pairs["data"])
     if as_json:
         return emit_json(r)
     if not r.created and sign_key:  # the head is signed: a new signature, no new commit
@@ -79,6 +81,26 @@ def commit(ctx, line, directory, message, meta, base_name, sign_key, password_en
     if not r.created:
         return echo(f"nothing to commit: {directory} is identical to {line} ({short(r.id)})")
     echo(r.id)
+
+
+def _check_dataset(repo, data: str) -> None:
+    """Warn when `--meta data=` looks like a dataset's id (its sha256, or 7 or more of its
+    first hex digits) but no dataset of this repository has it: an export whose storing
+    failed, or a typo, and `mint show` would link nothing."""
+    text = data.strip().lower().removeprefix("sha256:")
+    if not 7 <= len(text) <= 64 or any(c not in "0123456789abcdef" for c in text):
+        return
+    from mint.errors import AmbiguousRevision, DatasetNotFound
+
+    try:
+        api.dataset_show(repo, text)
+    except DatasetNotFound:
+        warn(
+            f"mint: warning: data={data} names no dataset recorded in this repository "
+            "(`mint traces export` records one; `mint dataset show ID` finds it)"
+        )
+    except AmbiguousRevision:
+        pass
 
 
 @click.command()

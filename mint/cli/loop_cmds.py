@@ -7,7 +7,7 @@ import time
 import click
 
 from mint import api
-from mint.cli._common import json_option, with_repo
+from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
 from mint.cli.runtime_cmds import base_dir_option
 
@@ -121,6 +121,13 @@ def _render(r) -> None:
 )
 @merge_option
 @base_dir_option
+@click.option(
+    "--retry",
+    metavar="SET_REV",
+    help="Start the loop's canary of this set again, as you (one the loop rejected too): "
+    "gated and staged as a candidate; history records the retry.",
+)
+@click.option("--reason", help="Why (with --retry; recorded in history).")
 @click.option("--watch", is_flag=True, help="Keep running rounds until interrupted.")
 @click.option(
     "--interval",
@@ -142,6 +149,8 @@ def improve(
     eval_data,
     merges,
     base_dir,
+    retry,
+    reason,
     watch,
     interval,
     as_json,
@@ -157,6 +166,10 @@ def improve(
         from mint.cli.merge_cmds import combiner
 
         kwargs |= dict(merges=merges, combine=combiner(), base_dir=base_dir)
+    if retry is not None or reason is not None:
+        if retry is None or watch:
+            raise click.UsageError("--reason goes with --retry, and --retry runs once")
+        kwargs |= dict(retry=retry, reason=reason, by=current_user())
     try:
         _rounds(repo, line, kwargs, as_json, interval if watch else None)
     except KeyboardInterrupt:  # --watch ends here; each step of a round is its own

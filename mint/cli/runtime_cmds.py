@@ -121,8 +121,10 @@ def token_options(fn):
     token_env = click.option(
         "--token-env",
         metavar="NAME",
+        multiple=True,
         help="Take requests only with `Authorization: Bearer` and the token held in the "
-        "environment variable NAME (every endpoint but /healthz; never printed).",
+        "environment variable NAME (every endpoint but /healthz; never printed). Repeatable: "
+        "each token is a caller of its own, whose feedback the loop weighs apart.",
     )
     registry_tokens = click.option(
         "--registry-tokens",
@@ -169,18 +171,18 @@ def signature_options(fn):
     return wrapper
 
 
-def client_checks(repo, host: str, token_env: str | None, registry_tokens: bool) -> list:
+def client_checks(repo, host: str, token_env: tuple[str, ...], registry_tokens: bool) -> list:
     """The token checks `serve` applies (see `mint.runtime.auth`); a warning when it takes
     none and listens beyond this machine."""
     from mint.runtime.auth import RegistryTokens, StaticToken
     from mint.runtime.serving import is_loopback
 
     checks: list = []
-    if token_env is not None:
-        secret = os.environ.get(token_env, "")
+    for name in token_env:
+        secret = os.environ.get(name, "")
         if not secret.strip():
             raise click.BadParameter(
-                f"the environment variable {token_env} is not set or is empty",
+                f"the environment variable {name} is not set or is empty",
                 param_hint="--token-env",
             )
         checks.append(StaticToken(secret.strip()))

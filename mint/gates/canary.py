@@ -15,10 +15,12 @@ does. No ref moves: rollback's `back` chain and the gate's "held" checks read ch
 only, and never see these.
 
 Live numbers: a variant's score is the mean of its traces' feedback scores (the latest
-feedback of each trace), with a 95% Wilson score interval. Scores lie in [0, 1], and a
-variable in [0, 1] with mean p has variance at most p(1 - p): Wilson's interval, built on
-that Bernoulli variance, is therefore conservative for graded scores, and unlike the plain
-normal interval it stays inside [0, 1] and is sensible for a handful of scores.
+feedback of each trace), weighed so that no caller or user holds more than its share, with a
+Wilson interval (`mint.gates.live`, which also holds the decisions the loop takes on them).
+
+A canary belongs to the holder it started beside: when the channel moves (a promote or a
+rollback), the move stops the open canary in its own transaction (`stop_open`), and its status
+names the holder now, so nothing compares a candidate with a set that no longer serves.
 """
 
 from __future__ import annotations
@@ -39,14 +41,14 @@ from mint.errors import (
     RevisionNotFound,
 )
 from mint.gates.checks import gate_report
-from mint.gates.contracts import get_row
+from mint.gates.contracts import contract_show, get_row
+from mint.gates.live import LivePolicy, decide, stats_of
 from mint.ids import Action, CanaryOutcome, CommitId, Kind, RefKind, as_utc, iso, utcnow
-from mint.objects import Canary, CanaryStatus, GateReport, VariantStats
+from mint.objects import Canary, CanaryStatus, GateReport, VariantStats, Verdict
 from mint.refs import RefsContainer, check_text, resolve
 from mint.refs.revisions import check_local_ref
 from mint.repo import Repo
 
-Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 CANARY_VARIANT = "canary"
 PRODUCTION_VARIANT = "production"
 
@@ -198,49 +200,84 @@ def canary_stop(
         known = ", ".join(o.value for o in CanaryOutcome)
         raise InvalidConfig(f"a canary ends {known}, not {outcome!r}") from None
     with repo.db.write() as conn:
-        found = open_row(conn, line, channel)
-        if found is None:
+        stopped = stop_open(conn, line, channel, by=by, outcome=outcome, reason=reason)
+        if stopped is None:
             raise NoCanary(ref)
-        c = s.canaries.c
-        values = dict(stopped_at=utcnow(), stopped_by=by, outcome=outcome)
-        if reason is not None:
-            values["reason"] = reason
-        done = conn.execute(
-            s.canaries.update().where(c.id == found.id, c.stopped_at.is_(None)).values(**values)
-        ).rowcount
-        if done != 1:
-            raise NoCanary(ref)
-        RefsContainer(conn).log_event(
-            line,
-            channel,
-            RefKind.CANARY,
-            Action.CANARY_STOP,
-            found.baseline,
-            found.candidate,
-            by=by,
-            reason=f"{outcome}: {reason}" if reason else str(outcome),
-        )
-        return as_canary(_row(conn, found.id))
+        return stopped
+
+
+def stop_open(
+    conn, line: str, channel: str, *, by: str, outcome: CanaryOutcome, reason: str | None
+) -> Canary | None:
+    """Stop LINE@CHANNEL's open canary in the caller's transaction (None: none was open),
+    with its `canary-stop` history row; a promote or a rollback calls it as it moves."""
+    found = open_row(conn, line, channel)
+    if found is None:
+        return None
+    c = s.canaries.c
+    values = dict(stopped_at=utcnow(), stopped_by=by, outcome=outcome)
+    if reason is not None:
+        values["reason"] = reason
+    done = conn.execute(
+        s.canaries.update().where(c.id == found.id, c.stopped_at.is_(None)).values(**values)
+    ).rowcount
+    if done != 1:
+        return None
+    RefsContainer(conn).log_event(
+        line,
+        channel,
+        RefKind.CANARY,
+        Action.CANARY_STOP,
+        found.baseline,
+        found.candidate,
+        by=by,
+        reason=f"{outcome}: {reason}" if reason else str(outcome),
+    )
+    return as_canary(_row(conn, found.id))
 
 
 def _row(conn, canary_id: int):
     return conn.execute(sa.select(s.canaries).where(s.canaries.c.id == canary_id)).one()
 
 
-def canary_status(repo: Repo, ref: str) -> CanaryStatus:
+def canary_status(repo: Repo, ref: str, contract: str | None = None) -> CanaryStatus:
     """LINE@CHANNEL's open canary (else its latest) with live feedback on both variants
-    since it started (until it stopped)."""
+    since it started (until it stopped), weighed and judged under CONTRACT's [live] table
+    (else the defaults of `mint.gates.live`), and the channel's holder now."""
     line, channel = split_ref(ref)
+    policy = LivePolicy.of(contract_show(repo, contract).live if contract else None)
     with repo.db.read() as conn:
         row = open_row(conn, line, channel) or latest_row(conn, line, channel)
         if row is None:
             raise NoCanary(ref, "no canary has run")
         since, until = row.started_at, row.stopped_at
-        production = variant_stats(
-            conn, line, row.baseline, production_variants(channel), since, until
+        variants = production_variants(channel)
+        production = variant_stats(conn, line, row.baseline, variants, since, until, policy)
+        candidate = variant_stats(
+            conn, line, row.candidate, [CANARY_VARIANT], since, until, policy
         )
-        candidate = variant_stats(conn, line, row.candidate, [CANARY_VARIANT], since, until)
-    return CanaryStatus(as_canary(row), production, candidate)
+        holder = conn.execute(
+            sa.select(s.refs.c.target).where(
+                s.refs.c.line == line, s.refs.c.name == channel, s.refs.c.kind == RefKind.CHANNEL
+            )
+        ).scalar()
+    canary = as_canary(row)
+    verdict = judge(canary, holder, production, candidate, policy)
+    holder = CommitId(holder) if holder else None
+    return CanaryStatus(canary, production, candidate, holder, verdict)
+
+
+def judge(canary: Canary, holder, production, candidate, policy: LivePolicy):
+    """The verdict on an open canary: none on a stopped one; stop when its baseline no longer
+    holds the channel (its numbers compare with a set that no longer serves); else the live
+    numbers' (`mint.gates.live.decide`)."""
+    if canary.stopped_at is not None:
+        return None
+    if holder != canary.baseline:
+        now = holder[:12] if holder else "nothing"
+        why = f"its baseline {canary.baseline[:12]} no longer holds {canary.channel} ({now} does)"
+        return Verdict("stop", why)
+    return decide(production, candidate, policy)
 
 
 def production_variants(channel: str) -> list[str]:
@@ -258,9 +295,10 @@ def variant_stats(
     variants: list[str],
     since: dt.datetime | None,
     until: dt.datetime | None = None,
+    policy: LivePolicy | None = None,
 ) -> VariantStats:
     """Traces of COMMIT on LINE served as one of VARIANTS in [SINCE, UNTIL], and the scores
-    their latest feedback gave."""
+    their latest feedback gave, weighed by caller and user under POLICY."""
     t, f = s.traces.c, s.feedback.c
     where = [t.set_line == line, t.set_commit == commit, t.variant.in_(variants)]
     if since is not None:
@@ -269,22 +307,13 @@ def variant_stats(
         where.append(t.at <= as_utc(until))
     served = conn.execute(sa.select(sa.func.count()).where(*where)).scalar() or 0
     latest = sa.select(sa.func.max(f.id)).group_by(f.trace_id).scalar_subquery()
+    alone = sa.case((t.user.is_(None), t.id), else_=None)  # a trace without a user: its own
     q = (
-        sa.select(sa.func.count(), sa.func.avg(f.score))
+        sa.select(f.by, t.user, alone, sa.func.count(), sa.func.sum(f.score))
         .select_from(s.traces.join(s.feedback, f.trace_id == t.id))
         .where(*where, f.id.in_(latest))
+        .group_by(f.by, t.user, alone)
     )
-    scored, mean = conn.execute(q).one()
+    groups = [(by, (user, lone), n, total) for by, user, lone, n, total in conn.execute(q)]
     variant = CANARY_VARIANT if variants == [CANARY_VARIANT] else PRODUCTION_VARIANT
-    mean = float(mean) if scored else None
-    low, high = wilson(mean, scored) if scored else (None, None)
-    return VariantStats(variant, CommitId(commit), served, scored or 0, mean, low, high)
-
-
-def wilson(mean: float, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a mean MEAN of N scores in [0, 1]."""
-    p = min(max(mean, 0.0), 1.0)
-    z2 = z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return stats_of(variant, commit, served, groups, policy or LivePolicy())

@@ -34,7 +34,8 @@ METRIC_KEYS = {"name", "min", "max", "max_regression"}
 EVALUATOR_KEYS = {"command", "timeout", "version", "data"}
 HARNESS_KEYS = {"harness", "tasks", "include", "limit", "num_fewshot"}  # docs/harness.md
 HARNESSES = ("lm-eval", "inspect")
-LIVE_KEYS = {"min_score", "max_drop", "min_traces"}
+LIVE_KEYS = {"min_score", "max_drop", "min_traces", "max_traces", "min_users", "min_callers"}
+LIVE_KEYS |= {"max_user_share", "max_caller_share", "confidence"}  # issue 40: who steers
 SIGNATURE_KEYS = {"required", "keys"}
 DEFAULT_TIMEOUT = 600.0
 MAX_TIMEOUT = 7 * 24 * 3600.0
@@ -183,9 +184,12 @@ def _harness(ev: dict, bad) -> dict:
 
 
 def _live(live, bad) -> dict:
-    """[live]: what production's live feedback must show. min_score is production's floor,
-    max_drop how far a canary's mean may fall below production's, min_traces the scored
-    traces each variant needs before either is judged."""
+    """[live]: what production's live feedback must show (`mint.gates.live`). min_score is
+    production's floor, max_drop how far a canary's mean may fall below production's,
+    min_traces the scored traces each variant needs before either is judged and max_traces
+    when an undecided canary stops; min_users and min_callers the distinct users and callers
+    behind them, max_user_share and max_caller_share the most weight one may hold, confidence
+    the level of the intervals the decisions rest on."""
     if not isinstance(live, dict):
         raise bad("[live] must be a table")
     unknown = set(live) - LIVE_KEYS
@@ -200,11 +204,25 @@ def _live(live, bad) -> dict:
             if not is_finite_number(v) or not 0 <= v <= 1:
                 raise bad(f"live.{key} must be a number from 0 to 1 (scores lie in [0, 1])")
             out[key] = float(v)
-    if "min_traces" in live:
-        n = live["min_traces"]
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise bad("live.min_traces must be a whole number, 1 or more")
-        out["min_traces"] = n
+    for key in ("max_user_share", "max_caller_share"):
+        if key in live:
+            v = live[key]
+            if not is_finite_number(v) or not 0 < v <= 1:
+                raise bad(f"live.{key} must be a share above 0 and at most 1")
+            out[key] = float(v)
+    if "confidence" in live:
+        v = live["confidence"]
+        if not is_finite_number(v) or not 0.5 <= v < 1:
+            raise bad("live.confidence must be a level from 0.5 up to (not including) 1")
+        out["confidence"] = float(v)
+    for key in ("min_traces", "max_traces", "min_users", "min_callers"):
+        if key in live:
+            n = live[key]
+            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 10**9:
+                raise bad(f"live.{key} must be a whole number, 1 or more")
+            out[key] = n
+    if out.get("max_traces", 10**9) < out.get("min_traces", 1):
+        raise bad("live.max_traces must be at least live.min_traces")
     return out
 
 

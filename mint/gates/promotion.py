@@ -29,7 +29,7 @@ from mint.gates.checks import channel_holder, gate_report, gate_rows, has_held, 
 from mint.gates.contracts import get_row
 from mint.gates.evaluations import latest_evaluation_any_version
 from mint.gates.history import move_of
-from mint.ids import Action, CommitId, RefKind, iso, utcnow
+from mint.ids import Action, CanaryOutcome, CommitId, RefKind, iso, utcnow
 from mint.objects import Approval, Evaluation, GateReport, Move
 from mint.refs import Ref, RefsContainer, check_name, check_text, is_hex_prefix, resolve
 from mint.refs.channel_names import (
@@ -120,10 +120,33 @@ def _promote_once(repo, rev, channel, contract, force, reason, by, create, signi
         action = Action.FORCE if (force and not report.ok) else Action.PROMOTE
         evidence = _evidence(report, applied, reason, back=current.entry if current else None)
         move = _move(RefsContainer(conn), current, line, channel, cid, by, action, evidence)
+        move = _canary_ends(conn, move)
         crash_point("promote.in-transaction")
         settle(conn, move, signing, signed=signed)
     crash_point("promote.after-transaction")
     return move
+
+
+def _canary_ends(conn, move: Move) -> Move:
+    """Stop the channel's open canary in the move's transaction: it was started beside the
+    holder just replaced, so its numbers compare with a set that no longer serves. Promoted
+    when MOVE brings its candidate in, else stopped; the Move names the canary."""
+    from mint.gates.canary import open_row, stop_open  # here: canaries build on promotion's moves
+
+    found = open_row(conn, move.line, move.channel)
+    if found is None:
+        return move
+    if found.candidate == move.to:
+        outcome = CanaryOutcome.PROMOTED
+        why = f"the {move.action} by {move.by} brought it into {move.channel}"
+    else:
+        outcome = CanaryOutcome.STOPPED
+        why = (
+            f"the {move.action} by {move.by} moved {move.channel} to {(move.to or '-')[:12]}: "
+            f"the canary's baseline {found.baseline[:12]} no longer holds it"
+        )
+    stopped = stop_open(conn, move.line, move.channel, by=move.by, outcome=outcome, reason=why)
+    return dataclasses.replace(move, stopped_canary=stopped.id) if stopped else move
 
 
 def _candidate(conn, rev: str, channel: str) -> tuple[str, str, Ref | None, bool]:
@@ -211,6 +234,7 @@ def rollback(
             move = _rollback_to(conn, refs, current, to, by, reason)
         else:
             move = _rollback_once(conn, refs, current, replaced, by, reason)
+        move = _canary_ends(conn, move)
         settle(conn, move, signing, signed=signed)
         crash_point("rollback.in-transaction")
     crash_point("rollback.after-transaction")

@@ -2,7 +2,7 @@
 
 Each class becomes a dataclass when it is first used, through this module's `__getattr__`
 (PEP 562): building a frozen dataclass compiles its methods, about 0.4 ms a class, and a
-command uses a few of these 38 (`mint log` eleven, issue 24). The classes are written in
+command uses a few of these 39 (`mint log` eleven, issue 24). The classes are written in
 the modules of their concept (`_commits`, `_gates`, `_loop`, `_signing`) but are this
 module's: `mint.objects.X` is their name (their `__module__`, for pickle and repr), and one
 object however it is reached (`from mint.objects import X`, `mint.objects.X`, pickle). Import

@@ -23,7 +23,7 @@ class Contract:
     lines: list[str] | None
     created_at: str
     created_by: str
-    live: dict | None = None  # [live]: min_score, max_drop, min_traces (those given)
+    live: dict | None = None  # [live]: min_score, max_drop, min_traces, ... (those given)
     signature: dict | None = None  # [signature]: required, keys (names of trusted keys)
 
 
@@ -90,6 +90,8 @@ class Move:
     reason: str | None
     contract: str | None
     evaluations: list[int]
+    # an open canary this move stopped in its transaction (its baseline no longer holds)
+    stopped_canary: int | None = None
 
 
 @frozen
@@ -131,8 +133,9 @@ class Canary:
 
 @frozen
 class VariantStats:
-    """Live feedback on one variant: traces served, those scored, the mean score and its
-    95% Wilson interval (low, high), None while nothing is scored."""
+    """Live feedback on one variant: traces served, those scored, the mean score weighed so
+    that no caller or user is over its share (`mint.gates.live`) and its Wilson interval (low,
+    high) at the policy's confidence, None while nothing is scored."""
 
     variant: str  # production | canary
     commit: CommitId
@@ -141,12 +144,31 @@ class VariantStats:
     mean: float | None
     low: float | None
     high: float | None
+    users: int = 0  # distinct users behind the scored traces (a trace without one is its own)
+    callers: int = 0  # distinct identities whose feedback counts (anonymous is one)
+    effective: float | None = None  # the weighed traces' effective number (Kish)
+    unmet: str | None = None  # why the shares cannot be met (too few users or callers)
+
+
+@frozen
+class Verdict:
+    """What the live numbers say of a canary: promote, stop or wait, and why; the interval
+    of the difference (candidate - production) when both variants could be judged."""
+
+    action: str  # promote | stop | wait
+    reason: str
+    low: float | None = None
+    high: float | None = None
 
 
 @frozen
 class CanaryStatus:
-    """A canary (the open one, else the latest) and its two variants side by side."""
+    """A canary (the open one, else the latest) and its two variants side by side; the
+    channel's holder now (a canary whose baseline no longer holds is judged against nothing)
+    and what the live numbers say under the policy applied."""
 
     canary: Canary
     production: VariantStats
     candidate: VariantStats
+    holder: CommitId | None = None
+    verdict: Verdict | None = None

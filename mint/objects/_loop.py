@@ -28,6 +28,7 @@ class Trace:
     latency: dict  # stage -> seconds
     score: float | None = None
     feedback_label: str | None = None  # the expert that should have answered, if given
+    feedback_by: str | None = None  # who gave the latest feedback (None: anonymous or none)
 
 
 @frozen

@@ -3,14 +3,17 @@
 A round looks at SET_LINE's target channel (`to`, production by default; "production" below)
 and does the first of these that applies:
 
-1. **Live floor.** When production's holder has `min_traces` scored traces since it took
-   the channel and their mean is below the contract's `[live] min_score`, roll production
-   back (and stop an open canary, and take staging back from the failed set).
-2. **Open canary.** When both variants have `min_traces` scored traces: promote the
-   candidate to production (through its gate) if its mean is at least production's minus
-   `[live] max_drop` (the gate applies production's contracts and this one, so the move
-   keeps the evaluations it rests on), and stop the canary as promoted; otherwise stop it
-   and take staging back. Fewer traces: wait.
+1. **Live floor.** When production's holder, since it took the channel, has enough scored
+   traces to be judged (`min_traces`, from enough users and callers) and the upper bound of
+   its weighed mean lies under the contract's `[live] min_score`, roll production back (the
+   rollback stops an open canary in its transaction) and take staging back from a rejected
+   set. The numbers are `mint.gates.live`'s: no caller or user over its share.
+2. **Open canary.** A canary whose baseline no longer holds production (production moved
+   under it) is stopped, never judged. Otherwise, once both variants can be judged: promote
+   the candidate to production (through its gate; the promote stops the canary as promoted
+   in its transaction) when the interval of the difference lies above `-max_drop`, stop the
+   canary and take staging back when it lies below, and stop it undecided once both have
+   `max_traces`; else wait.
 3. **No canary.** List the candidates one step from production's holder, commit each new
    configuration (`set derive`), evaluate it under the contract, take the best that passes
    the gate of the contract's channel, and start a canary of it against production, which
@@ -24,7 +27,9 @@ Every write is an ordinary mint action (derive, evaluation, promote, rollback, c
 and stop) done as `by` (on a registry, as the token's identity), with its numbers in the
 history row's reason and the gate's contract and evaluations beside it. A configuration is
 tried once: one that has had a canary on production, or has held production, is not a
-candidate again.
+candidate again, until an operator retries it (`retry`: history names it a retry, and by
+whom). A round first takes staging back from a set the loop rejected, so a round killed at any
+named point (`improve.*`, `promote.*`, `rollback.*` in `mint.faults`) is finished by the next.
 
 A round reads and writes only through the repository's backend (`mint.backend`), so it runs
 the same on a repository on this machine and on a registry (`mint --repo URL improve`): what
@@ -34,28 +39,30 @@ had) comes from the channel's history, the live numbers from its traces and thei
 
 from __future__ import annotations
 
-import datetime as dt
-import math
 from collections.abc import Callable
 
 from mint.backend import Backend, backend_of
-from mint.errors import GateRefused, InvalidConfig, NoCanary, NothingToRollBack, RevisionNotFound
-from mint.gates.canary import (
-    PRODUCTION_VARIANT,
-    check_fraction,
-    production_variants,
-    wilson,
-)
+from mint.errors import CanaryOpen, GateRefused, InvalidConfig, NoCanary, RevisionNotFound
+from mint.faults import crash_point
+from mint.gates.canary import check_fraction
 from mint.gates.evaluations import finite_metric
-from mint.ids import Action, CanaryOutcome, CommitId
-from mint.objects import Evaluation, LoopStep, Move, Round, VariantStats
+from mint.gates.live import LivePolicy
+from mint.ids import Action
+from mint.objects import Evaluation, LoopStep, Move, Round
 from mint.porcelain.commit import candidates, set_derive
 from mint.porcelain.evaluate import evaluate as run_evaluator
+from mint.porcelain.live_round import (
+    below_floor,
+    failed_checks,
+    judge_canary,
+    last_entry,
+    staging_back,
+    tried,
+)
 from mint.refs.revisions import check_name
 
 PRODUCTION = "production"
 STAGING = "staging"
-DEFAULT_MIN_TRACES = 20
 LOOP_IDENTITY = "mint-loop"
 _PAGE = 50  # history rows read at a time while looking for production's latest move
 _EVENTS = {Action.CANARY_START, Action.CANARY_STOP}  # history rows that move no ref
@@ -73,10 +80,7 @@ class _Round:
         self.target = check_name("channel", to)
         self.fraction, self.evaluate = check_fraction(fraction), evaluate
         self.contract = self.b.contract_show(contract)
-        live = self.contract.live or {}
-        self.min_score = live.get("min_score")
-        self.max_drop = live.get("max_drop", 0.0)
-        self.min_traces = min_traces or live.get("min_traces") or DEFAULT_MIN_TRACES
+        self.policy = LivePolicy.of(self.contract.live, min_traces=min_traces)
         self.staging = _staging(self.contract, self.target)
         self.steps: list[LoopStep] = []
 
@@ -122,6 +126,8 @@ def improve(
     merges: tuple[str, ...] | list[str] = (),
     combine=None,
     base_dir: str | None = None,
+    retry: str | None = None,
+    reason: str | None = None,
 ) -> Round:
     """One round of the loop on set LINE under CONTRACT towards channel TO (see the
     module's docstring).
@@ -131,7 +137,9 @@ def improve(
     the scored traces each variant needs; EVALUATE records an evaluation of a candidate
     (default: the contract's evaluator on the set's checkout). MERGES (methods) also tries
     merges of the members with their lines' newer heads, made by COMBINE (the runtime's
-    merge, `mint.porcelain.merge`) over the base at BASE_DIR."""
+    merge, `mint.porcelain.merge`) over the base at BASE_DIR. RETRY (an operator's, BY
+    them, with REASON) starts the loop's canary of that set again, one the loop rejected
+    included: it is gated and staged as a candidate is, and refused while a canary is open."""
     if min_traces is not None and min_traces < 1:
         raise InvalidConfig(f"a variant needs 1 scored trace or more, not {min_traces}")
     if merges and combine is None:
@@ -140,11 +148,14 @@ def improve(
     r = _Round(repo, line, contract, to, lines, canary, min_traces, evaluate, by)
     r.merges, r.combine, r.base_dir = tuple(merges), combine, base_dir
     holder = _holder(r)
-    if _below_floor(r, holder):
+    if retry is not None:
+        return _retry(r, retry, holder, reason)
+    if below_floor(r, holder):
         return r.done("rolled-back")
     live = _open_canary(r)
     if live is not None:
-        return _judge_canary(r, live, holder)
+        return judge_canary(r, live, holder)
+    staging_back(r)  # a round killed between a rejection and taking staging back
     return _try_candidates(r)
 
 
@@ -172,134 +183,10 @@ def _holder(r: _Round) -> Move:
 def _open_canary(r: _Round):
     """Production's open canary with both variants' live numbers since it started, or None."""
     try:
-        live = r.b.canary_status(r.production)
+        live = r.b.canary_status(r.production, contract=r.contract.name)
     except NoCanary:
         return None
     return live if live.canary.stopped_at is None else None
-
-
-def _live(r: _Round, commit: str, since: str) -> VariantStats:
-    """Production's traces of COMMIT since SINCE and the scores their latest feedback gave,
-    as `canary_status` counts a variant."""
-    at = dt.datetime.fromisoformat(since)
-    served = [
-        t
-        for variant in production_variants(r.target)
-        for t in r.b.traces_ls(set_rev=commit, since=at, variant=variant, limit=None)
-        if t.set_line == r.line
-    ]
-    scores = [t.score for t in served if t.score is not None]
-    if not scores:
-        return VariantStats(PRODUCTION_VARIANT, CommitId(commit), len(served), 0, None, None, None)
-    mean = math.fsum(scores) / len(scores)
-    low, high = wilson(mean, len(scores))
-    return VariantStats(
-        PRODUCTION_VARIANT, CommitId(commit), len(served), len(scores), mean, low, high
-    )
-
-
-def _fmt(v) -> str:
-    if v.mean is None:
-        return f"{v.variant} {v.commit[:12]}: no scored traces of {v.traces}"
-    return (
-        f"{v.variant} {v.commit[:12]}: mean {v.mean:.3f} "
-        f"[95% {v.low:.3f}, {v.high:.3f}] over {v.scored} scored of {v.traces} traces"
-    )
-
-
-# --- 1. the live floor --------------------------------------------------------------
-
-
-def _below_floor(r: _Round, holder: Move) -> bool:
-    """Roll production back when its live mean since it took the channel is under the floor."""
-    if r.min_score is None:
-        return False
-    stats = _live(r, holder.to, holder.at)
-    if stats.scored < r.min_traces or stats.mean >= r.min_score:
-        return False
-    why = f"live floor: {_fmt(stats)} < min_score {r.min_score:g} ({r.contract.name})"
-    try:
-        move = r.b.rollback(r.production, by=r.by, reason=f"{why}; rolled back by the loop")
-    except NothingToRollBack as exc:
-        r.step("refuse", holder.to, r.target, f"{why}; cannot roll back: {exc}")
-        return False
-    r.step("rollback", move.to, r.target, move.reason, entry=move.id)
-    if r.b.canary_of(r.production) is not None:
-        _stop(r, CanaryOutcome.STOPPED, f"{r.target} was rolled back under its live floor")
-    _staging_back_from(r, holder.to, f"it fell under {r.target}'s live floor")
-    return True
-
-
-def _stop(r: _Round, outcome: CanaryOutcome, why: str) -> None:
-    c = r.b.canary_stop(r.production, by=r.by, reason=why, outcome=outcome)
-    r.step("canary-stop", c.candidate, r.target, f"{outcome}: {why}", entry=_last_entry(r))
-
-
-def _last_entry(r: _Round) -> int | None:
-    """The newest row of production's history (the canary start or stop just written)."""
-    newest = r.b.history(r.production, n=1)
-    return newest[-1].id if newest else None
-
-
-def _staging_back_from(r: _Round, failed: str, why: str) -> None:
-    """Staging holds FAILED (the loop put it there): move it back to its previous holder."""
-    if r.staging is None:
-        return
-    try:
-        held = r.b.resolve(f"{r.line}@{r.staging}")
-    except RevisionNotFound:
-        return
-    if held != failed:
-        return
-    try:
-        move = r.b.rollback(f"{r.line}@{r.staging}", by=r.by, reason=f"loop: {why}")
-    except NothingToRollBack:
-        return
-    r.step("rollback", move.to, r.staging, move.reason, entry=move.id)
-
-
-# --- 2. an open canary ------------------------------------------------------------------
-
-
-def _judge_canary(r: _Round, live, holder: Move) -> Round:
-    canary = live.canary
-    if canary.candidate == holder.to:  # promoted in an earlier round that stopped short
-        _stop(r, CanaryOutcome.PROMOTED, f"its candidate holds {r.target}")
-        return r.done("promoted")
-    prod, cand = live.production, live.candidate
-    numbers = f"{_fmt(cand)}; {_fmt(prod)}"
-    if prod.scored < r.min_traces or cand.scored < r.min_traces:
-        r.step("wait", canary.candidate, r.target, f"need {r.min_traces} scored each: {numbers}")
-        return r.done("waiting")
-    need = prod.mean - r.max_drop
-    if cand.mean < need:
-        why = f"live: canary mean {cand.mean:.3f} < {r.target} {prod.mean:.3f} - max_drop "
-        why += f"{r.max_drop:g} ({numbers})"
-        _stop(r, CanaryOutcome.STOPPED, why)
-        _staging_back_from(r, canary.candidate, "its canary was stopped")
-        return r.done("stopped")
-    why = f"live: canary mean {cand.mean:.3f} >= {r.target} {prod.mean:.3f} - max_drop "
-    why += f"{r.max_drop:g} ({numbers}); promoted by the loop"
-    try:
-        move = r.b.promote(
-            canary.candidate, r.target, by=r.by, contract=r.contract.name, reason=why
-        )
-    except GateRefused as exc:
-        failed = "; ".join(f"{c.check} {c.found} (needs {c.required})" for c in _failed(exc))
-        _stop(r, CanaryOutcome.STOPPED, f"{r.target}'s gate refused it: {failed}")
-        _staging_back_from(r, canary.candidate, f"{r.target}'s gate refused it")
-        return r.done("stopped")
-    r.step("promote", move.to, r.target, why, entry=move.id, evaluation=_first(move))
-    _stop(r, CanaryOutcome.PROMOTED, f"promoted to {r.target}: {cand.mean:.3f} live")
-    return r.done("promoted")
-
-
-def _failed(exc: GateRefused):
-    return [c for c in exc.report.checks if not c.ok]
-
-
-def _first(move) -> int | None:
-    return move.evaluations[0] if move.evaluations else None
 
 
 # --- 3. candidates -----------------------------------------------------------------------
@@ -307,28 +194,30 @@ def _first(move) -> int | None:
 
 def _try_candidates(r: _Round) -> Round:
     found = candidates(r.repo, r.production, r.lines or None, merges=r.merges)
-    tried = _tried(r)
+    done = tried(r)
     passing = []
     for cand in found:
         cid = _committed(r, cand)
-        if cid in tried:
+        if cid in done:
             continue
         ev = _evaluation(r, cid)
         report = r.b.gate(cid, r.gated_on, r.contract.name)
         if report.ok:
             passing.append((_score(r, ev), cid, ev, cand))
             continue
-        failed = "; ".join(
-            f"{c.check} {c.found} (needs {c.required})" for c in report.checks if not c.ok
-        )
+        failed = failed_checks(report.checks)
         r.step(
             "refuse", cid, r.gated_on, f"{cand.description}: gate refused: {failed}", None, ev.id
         )
     if not passing:
-        return r.done("refused" if r.steps else "idle")
+        return r.done("refused" if any(s.action == "refuse" for s in r.steps) else "idle")
     passing.sort(key=lambda p: p[0], reverse=True)
     score, cid, ev, cand = passing[0]
-    return r.done(_launch(r, cid, ev, cand, len(found)))
+    metrics = _metrics_text(ev)
+    why = f"loop: best of {len(found)} candidates ({cand.description}): {metrics} "
+    why += f"(evaluation {ev.id})"
+    canary_why = f"loop: canary at {r.fraction:g} of {cid[:12]} ({metrics})"
+    return r.done(_launch(r, cid, ev, why, canary_why))
 
 
 def _committed(r: _Round, cand) -> str:
@@ -337,6 +226,7 @@ def _committed(r: _Round, cand) -> str:
     uses = cand.uses | _merged(r, cand)
     res = set_derive(r.repo, cand.holder, uses, author=r.by, message=f"loop: {cand.description}")
     r.step("derive", res.id, None, cand.description)
+    crash_point("improve.derived")
     return res.id
 
 
@@ -367,12 +257,6 @@ def _merged(r: _Round, cand) -> dict[str, str]:
     return made
 
 
-def _tried(r: _Round) -> set[str]:
-    """The sets that have had a canary on production or have held it: each is tried once.
-    Production's history has a row for each (a canary's start names its candidate)."""
-    return {m.to for m in r.b.history(r.production) if m.to is not None}
-
-
 def _evaluation(r: _Round, cid: str) -> Evaluation:
     """CID's latest evaluation under the contract's current version, else a new one."""
     found = [e for e in r.b.evaluations_of(cid) if e.contract_id == r.contract.id]
@@ -381,6 +265,7 @@ def _evaluation(r: _Round, cid: str) -> Evaluation:
     ev = r.evaluate(r.repo, cid, r.contract.name, by=r.by)
     metrics = _metrics_text(ev)
     r.step("evaluate", cid, None, f"{r.contract.name} v{ev.version}: {metrics}", evaluation=ev.id)
+    crash_point("improve.evaluated")
     return ev
 
 
@@ -405,20 +290,59 @@ def _metrics_text(ev: Evaluation) -> str:
     return ", ".join(f"{k}={text(v)}" for k, v in sorted(ev.metrics.items()))
 
 
-def _launch(r: _Round, cid: str, ev: Evaluation, cand, n: int) -> str:
-    metrics = _metrics_text(ev)
-    why = f"loop: best of {n} candidates ({cand.description}): {metrics} (evaluation {ev.id})"
+def _launch(r: _Round, cid: str, ev: Evaluation, why: str, canary_why: str) -> str:
+    """Stage CID (with a staging contract) and start its canary against production."""
     if r.staging is not None:
         move = r.b.promote(cid, r.staging, by=r.by, contract=r.contract.name, reason=why)
         r.step("promote", cid, r.staging, why, entry=move.id, evaluation=ev.id)
-    reason = f"loop: canary at {r.fraction:g} of {cid[:12]} ({metrics})"
+        crash_point("improve.staged")
     try:
-        r.b.canary_start(r.production, cid, r.fraction, by=r.by, reason=reason)
+        r.b.canary_start(r.production, cid, r.fraction, by=r.by, reason=canary_why)
     except GateRefused as exc:
         # A canary takes production's gate (an approval, say): the candidate waits on staging,
         # and a later round tries again once the gate passes. The loop never forces it.
-        failed = "; ".join(f"{c.check} {c.found} (needs {c.required})" for c in _failed(exc))
+        failed = failed_checks(exc.report.checks)
         r.step("refuse", cid, r.target, f"{r.target}'s gate refused a canary: {failed}")
         return "refused"
-    r.step("canary-start", cid, r.target, reason, entry=_last_entry(r), evaluation=ev.id)
+    r.step("canary-start", cid, r.target, canary_why, entry=last_entry(r), evaluation=ev.id)
     return "canary-started"
+
+
+# --- an operator's retry ------------------------------------------------------------------
+
+
+def _retry(r: _Round, rev: str, holder: Move, reason: str | None) -> Round:
+    """Start the loop's canary of REV again (an operator's command, recorded as a retry):
+    gated under the contract and staged as a candidate is."""
+    open_canary = r.b.canary_of(r.production)
+    if open_canary is not None:
+        raise CanaryOpen(r.production, open_canary.id, open_canary.candidate)
+    cid = r.b.resolve(rev)
+    if cid == holder.to:
+        raise InvalidConfig(f"{cid[:12]} already holds {r.production}; nothing to retry")
+    ev = _evaluation(r, cid)
+    report = r.b.gate(cid, r.gated_on, r.contract.name)
+    if not report.ok:
+        failed = failed_checks(report.checks)
+        r.step("refuse", cid, r.gated_on, f"retry: gate refused: {failed}", None, ev.id)
+        return r.done("refused")
+    ended = _rejection(r, cid)
+    note = f"retry of {cid[:12]} by {r.by}" + (f", {ended}" if ended else "")
+    note += f": {reason}" if reason else ""
+    metrics = _metrics_text(ev)
+    canary_why = f"{note}; canary at {r.fraction:g} of {cid[:12]} ({metrics})"
+    return r.done(_launch(r, cid, ev, f"{note}: {metrics} (evaluation {ev.id})", canary_why))
+
+
+def _rejection(r: _Round, cid: str) -> str | None:
+    """How the loop last rejected CID on production (its history row), if it did."""
+    for m in reversed(r.b.history(r.production)):
+        if (
+            m.action == Action.CANARY_STOP
+            and m.to == cid
+            and not str(m.reason).startswith("promoted")
+        ):
+            return f"its canary stopped at #{m.id}"
+        if m.action == Action.ROLLBACK and m.from_ == cid:
+            return f"rolled back from {r.target} at #{m.id}"
+    return None

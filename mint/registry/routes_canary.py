@@ -56,9 +56,14 @@ def canary_of(repo: RepoDep, who: Reader, ref: RefQuery) -> MintJSON:
 
 
 @router.get("/canary/status", response_model=model_of(objects.CanaryStatus))
-def canary_status(repo: RepoDep, who: Reader, ref: RefQuery) -> MintJSON:
+def canary_status(
+    repo: RepoDep,
+    who: Reader,
+    ref: RefQuery,
+    contract: Annotated[Name | None, Query(description="judge under its [live]")] = None,
+) -> MintJSON:
     check_line(who, ref.partition("@")[0])
-    return answer(api.canary_status(repo, ref))
+    return answer(api.canary_status(repo, ref, contract=contract))
 
 
 @router.post("/canary/start", response_model=model_of(objects.Canary))

@@ -60,6 +60,8 @@ def canary_stop(
     return decode(Canary, repo.client.post("/canary/stop", body))
 
 
-def canary_status(repo: RemoteRepo, ref: str) -> CanaryStatus:
-    """LINE@CHANNEL's open canary (else its latest) with live feedback on both variants."""
-    return decode(CanaryStatus, repo.client.get("/canary/status", ref=ref))
+def canary_status(repo: RemoteRepo, ref: str, contract: str | None = None) -> CanaryStatus:
+    """LINE@CHANNEL's open canary (else its latest) with live feedback on both variants,
+    weighed and judged under CONTRACT's [live] table (else the defaults)."""
+    query = {"ref": ref} | ({"contract": contract} if contract is not None else {})
+    return decode(CanaryStatus, repo.client.get("/canary/status", **query))

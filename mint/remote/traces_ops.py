@@ -148,25 +148,17 @@ def traces_export(
     answer = repo.client.post("/traces/export", {k: v for k, v in body.items() if v is not None})
     dataset = decode(Dataset, answer["dataset"])
     path = Path(out_path)
-    write_file(path, answer["content"].encode("utf-8"))
-    digest = _sha256(path)
-    if digest != dataset.id:
-        path.unlink(missing_ok=True)
+    data = answer["content"].encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != dataset.id:  # checked before anything is written: no file
         raise BlobCorrupt(dataset.id, digest)
+    write_file(path, data)
     return dataclasses.replace(dataset, path=str(path))
 
 
 def dataset_show(repo: RemoteRepo, dataset_id: str) -> Dataset:
     """A recorded export by its sha256 (or 7 or more of its first hex digits)."""
     return decode(Dataset, repo.client.get(f"/datasets/{segment(str(dataset_id))}"))
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _row(row: dict) -> dict:

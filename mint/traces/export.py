@@ -53,20 +53,25 @@ def traces_export(
     make = chat_record if format == "chat" else router_record
     records = [r for r in map(make, traces) if r is not None]
     path = Path(out_path)
-    _write_jsonl(path, records)
-    put = repo.store.put(path)
-    row = {
-        "id": put.id,
-        "format": format,
-        "records": len(records),
-        "size": put.size,
-        "filters": wanted.as_dict(),
-        "created_at": utcnow(),
-        "created_by": by,
-    }
-    with repo.db.write() as conn:
-        if not insert_new(conn, s.datasets, row):  # the same bytes were exported before
-            row = dict(conn.execute(_by_id(put.id)).one()._mapping)
+    staged = _write_jsonl(path, records)  # beside OUT_PATH, moved there once stored
+    try:
+        put = repo.store.put(staged)
+        row = {
+            "id": put.id,
+            "format": format,
+            "records": len(records),
+            "size": put.size,
+            "filters": wanted.as_dict(),
+            "created_at": utcnow(),
+            "created_by": by,
+        }
+        with repo.db.write() as conn:
+            if not insert_new(conn, s.datasets, row):  # the same bytes were exported before
+                row = dict(conn.execute(_by_id(put.id)).one()._mapping)
+        os.replace(staged, path)  # the file appears only once its dataset is recorded
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
     return _dataset(row, str(path))
 
 
@@ -141,14 +146,19 @@ def _dataset(row: dict, path: str | None = None) -> Dataset:
     )
 
 
-def _write_jsonl(path: Path, records: list[dict]) -> None:
-    """One JSON object a line (see `write_file`)."""
+def _write_jsonl(path: Path, records: list[dict]) -> Path:
+    """One JSON object a line, written (synced) to a temporary file beside PATH; returns it."""
     lines = (json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
-    write_file(path, "".join(lines).encode("utf-8"))
+    return staged_file(path, "".join(lines).encode("utf-8"))
 
 
 def write_file(path: Path, data: bytes) -> None:
     """DATA written to a temporary file beside PATH, synced, and moved into place."""
+    os.replace(staged_file(path, data), path)
+
+
+def staged_file(path: Path, data: bytes) -> Path:
+    """DATA written to a temporary file beside PATH and synced (removed if that fails)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -156,10 +166,10 @@ def write_file(path: Path, data: bytes) -> None:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return Path(tmp)
 
 
 def dataset_lines(repo: Repo, dataset: Dataset) -> set[str] | None:

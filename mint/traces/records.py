@@ -171,7 +171,7 @@ def select_traces(repo: Repo, wanted: TraceFilter, *, oldest_first: bool = False
         if wanted.variant is not None:
             q = q.where(t.variant == wanted.variant)
         if wanted.min_score is not None:
-            q = q.where(_latest("score") >= check_score(wanted.min_score))
+            q = q.where(_LATEST.c.score >= check_score(wanted.min_score))
         order = (t.at, t.id) if oldest_first else (t.at.desc(), t.id.desc())
         q = q.order_by(*order)
         if wanted.limit is not None:
@@ -187,22 +187,25 @@ def _set_clause(conn: sa.Connection, rev: str):
     return s.traces.c.set_commit == resolve(conn, rev).id
 
 
-def _latest(column: str):
-    """The trace's latest feedback's COLUMN, as a correlated scalar subquery."""
-    f, newest = s.feedback.alias("f"), s.feedback.alias("newest")
+# A trace's latest feedback, joined once: its score, label and giver.
+_LATEST = s.feedback.alias("latest_feedback")
+
+
+def _select():
+    newest = s.feedback.alias("newest")
     last = (
         sa.select(sa.func.max(newest.c.id))
         .where(newest.c.trace_id == s.traces.c.id)
         .correlate(s.traces)
         .scalar_subquery()
     )
-    return sa.select(f.c[column]).where(f.c.id == last).correlate(s.traces).scalar_subquery()
-
-
-def _select():
+    f = _LATEST.c
     return sa.select(
-        *s.traces.c, _latest("score").label("score"), _latest("label").label("feedback_label")
-    )
+        *s.traces.c,
+        f.score.label("score"),
+        f.label.label("feedback_label"),
+        f.by.label("feedback_by"),
+    ).select_from(s.traces.outerjoin(_LATEST, f.id == last))
 
 
 def _trace(row) -> Trace:
@@ -222,4 +225,5 @@ def _trace(row) -> Trace:
         latency=m["latency"] or {},
         score=m["score"],
         feedback_label=m["feedback_label"],
+        feedback_by=m["feedback_by"],
     )

@@ -94,3 +94,72 @@ def quality_loop(repo, models, tmp_path) -> tuple[dict, Callable[[str, float], N
         table.write_text(json.dumps(scores | {commit: score}))
 
     return ids, score_router
+
+
+# --- the loop against a real server (tests/test_loop_faults.py) ----------------------------
+
+# The loop demo's contract: candidates gated on staging by the table-driven EVALUATOR, and a
+# [live] table that sets only the keys the demo always had, so the rest are the defaults.
+LIVE_CONTRACT = """name = "quality"
+channel = "staging"
+[[metric]]
+name = "score"
+min = 0.5
+max_regression = 0.05
+[evaluator]
+command = {command}
+[live]
+min_score = 0.3
+max_drop = 0.05
+min_traces = 20
+"""
+
+
+def router_variant(source, folder, note: str):
+    """A copy of the adapter folder SOURCE with a note in it: another commit of the same
+    weights (a commit's id covers every file), which a test scores as it likes."""
+    import shutil
+    from pathlib import Path
+
+    folder = Path(folder)
+    shutil.copytree(source, folder)
+    (folder / "NOTE.md").write_text(note + "\n")
+    return folder
+
+
+class Crowd:
+    """Users of a real `mint serve`: each request carries a `user` and its caller's token (a
+    token is a caller of its own), and each answer gets feedback scored by SCORE(set that
+    answered) (None: no feedback). PEOPLE are (user, token) pairs, taking turns in order, so
+    that N turns reach every one of them when N >= len(PEOPLE)."""
+
+    def __init__(self, url: str, people: list[tuple[str, str | None]]):
+        self.url, self.people = url, people
+
+    def turns(self, n: int, score: Callable[[str], float | None], *, threads: int = 8):
+        """N turns; returns [(user, set that answered, trace id)] in the order sent."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        picks = [self.people[i % len(self.people)] for i in range(n)]
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(lambda who: self._turn(*who, score), picks))
+
+    def _turn(self, user: str, token: str | None, score) -> tuple[str, str, str]:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        body = {
+            "model": "macaron",
+            "messages": [{"role": "user", "content": f"please fix the python bug of {user}"}],
+            "max_tokens": 1,
+            "user": user,
+        }
+        with httpx.Client(base_url=self.url, headers=headers, timeout=120) as client:
+            r = client.post("/v1/chat/completions", json=body)
+            assert r.status_code == 200, r.text
+            answer = r.json()
+            value = score(answer["mint"]["set"])
+            if value is not None:
+                fed = client.post("/v1/feedback", json={"id": answer["id"], "score": value})
+                assert fed.status_code == 200, fed.text
+        return user, answer["mint"]["set"], answer["id"]
