@@ -105,7 +105,7 @@ def _registry_hints(e) -> dict:
 
 def _signing_hints(e) -> dict:
     return {
-        e.SigningUnavailable: "install the sign extra: pip install 'mint[sign]'",
+        e.SigningUnavailable: "install the sign extra: pip install 'mint-lora[sign]'",
         e.KeyExists: "see `mint key ls`",
         e.InvalidSignature: "remove that model.sig, or sign the commit with --sign KEY",
         e.MoveNotSigned: lambda x: (
