@@ -16,9 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # pip, pip3, python -m pip, uv pip, pipx `install`, uv and poetry `add`: then what is installed,
-# up to the end of the shell command
+# up to the end of the shell command (or of the inline code it is quoted in)
 INSTALL = re.compile(
-    r"\b(?:(?:pip3?|uv pip|pipx)\s+install|(?:uv|poetry)\s+add)\s+(?P<rest>[^;&|\n]*)"
+    r"\b(?:(?:pip3?|uv pip|pipx)\s+install|(?:uv|poetry)\s+add)\s+(?P<rest>[^;&|`\n]*)"
 )
 BARE = re.compile(r"^mint(?:\[[^\]]*\])?(?:[=<>!~]=?.*)?$")
 
