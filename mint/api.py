@@ -27,7 +27,9 @@ Signing        key_generate, key_add, key_ls, key_rm, verify, verify_folder
 The operations are imported on first use, so that `mint --help` and `mint --version` start
 without loading the database layer.
 
-Against a registry: the client-side operations (commit, set commit and derive, candidates,
+`open_repo(URL, token=...)` opens a registry (a `mint.remote.repo.RemoteRepo`), as
+`MlflowClient(tracking_uri)` and `HfApi(endpoint)` take a URL. Against a registry: the
+client-side operations (commit, set commit and derive, candidates,
 checkout, export, set spec, evaluate) are written once in `mint.porcelain` over a repository
 backend, local or remote (`mint.backend`); an operation the repository owns, given a
 `mint.remote.repo.RemoteRepo` (what `--repo URL` opens), is sent to the registry by the
@@ -51,7 +53,7 @@ _ONCE, _ANY, _LOCAL, _PLAIN = "once", "any", "local", "plain"
 # name -> (module, attribute, where it runs)
 _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "init": ("mint.repo", "init", _LOCAL),
-    "open_repo": ("mint.repo", "open_repo", _LOCAL),
+    "open_repo": ("mint.remote.opening", "open_repo", _PLAIN),  # a folder or a registry's URL
     "db_upgrade": ("mint.repo", "db_upgrade", _LOCAL),
     "fsck": ("mint.maintenance", "fsck", _LOCAL),
     "gc": ("mint.maintenance", "gc", _LOCAL),
@@ -276,8 +278,9 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
     from mint.remote.fetch_client import clone, fetch
+    from mint.remote.opening import open_repo
     from mint.remote.transfer_client import push
-    from mint.repo import db_upgrade, init, open_repo
+    from mint.repo import db_upgrade, init
     from mint.search import search
     from mint.signing.commits import verify
     from mint.signing.keys import key_add, key_generate, key_ls, key_rm

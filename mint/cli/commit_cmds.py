@@ -13,6 +13,7 @@ from mint.cli._common import (
     parse_pairs,
     quiet_option,
     transfer_progress,
+    transferred,
     with_repo,
 )
 from mint.cli._output import echo, emit_json, safe, short, table
@@ -84,20 +85,60 @@ def commit(ctx, line, directory, message, meta, base_name, sign_key, password_en
 @click.command()
 @click.argument("rev", required=False)
 @click.option("-n", "limit", type=click.IntRange(min=1), help="Show at most N commits.")
+@click.option("--oneline", is_flag=True, help="One line a commit: id, line, names, message.")
+@click.option("--since", metavar="WHEN", help="Only commits made at or after WHEN.")
+@click.option("--until", metavar="WHEN", help="Only commits made at or before WHEN.")
+@click.option("--author", metavar="NAME", help="Only commits whose author's name holds NAME.")
 @json_option
 @with_repo
-def log(repo, rev, limit, as_json) -> None:
-    """Commits reachable from REV, newest first."""
-    items = api.log(repo, rev, limit)
+def log(repo, rev, limit, oneline, since, until, author, as_json) -> None:
+    """Commits reachable from REV (default: every commit), newest first, each with the names
+    that point at it: its line's head, tags, channels, a remote's as last fetched.
+
+    WHEN is a date (2026-12-04), a date and time (local unless it ends in Z or +01:00) or an
+    age (2 days ago, 3h). --author matches a part of the name, in any case. Times are shown in
+    the local zone."""
+    from mint.cli._times import when
+
+    window = {k: when(v, f"--{k}") for k, v in (("since", since), ("until", until)) if v}
+    items = api.log(repo, rev, limit, author=author, **window)
     if as_json:
         return emit_json(items)
-    render_log(items)
+    render_log(items, oneline=oneline)
 
 
-def render_log(items) -> None:
-    """Commits one a line, as `mint log` shows them (`mint search` too)."""
-    for c in items:
-        echo(safe(f"{c.id[:12]}  {c.line:<12} {c.created_at[:19]}  {c.author:<10} {c.message}"))
+def render_log(items, *, oneline: bool = False) -> None:
+    """Commits as `mint log` shows them (`mint search` too): a block each, as git's log shows
+    them (id, line and names; author; date; the message indented), or one line each."""
+    from mint.cli._times import shown
+
+    for i, c in enumerate(items):
+        names = _decorations(c)
+        if oneline:
+            first = c.message.splitlines()[0] if c.message else ""
+            echo(safe(f"{short(c.id)} {c.line}{names} {first}"))
+            continue
+        if i:
+            echo()
+        echo(safe(f"commit {short(c.id)} {c.line}{names}"))
+        echo(safe(f"Author: {c.author}"))
+        echo(f"Date:   {shown(c.created_at)}")
+        echo()
+        for text in c.message.splitlines() or [""]:
+            echo(safe(f"    {text}"))
+
+
+def _decorations(c) -> str:
+    """(head, tag: v3, production, origin/production): the names pointing at commit C, each
+    without its line (the commit's line is shown beside them)."""
+    refs = getattr(c, "refs", None) or []  # a registry before decorations sends none
+    if not refs:
+        return ""
+    words = []
+    for d in refs:
+        name = d.name.split("@", 1)[1] if "@" in d.name else d.name
+        words.append({"head": "head", "tag": f"tag: {name}"}.get(d.kind, name))
+    return " (" + ", ".join(words) + ")"
 
 
 @click.command()
@@ -192,26 +233,45 @@ def diff(repo, rev_a, rev_b, as_json) -> None:
     for name in d.tensors.removed:
         echo(f"  - {safe(name)}")
     for c in d.tensors.changed:
-        delta = "n/a" if c.rel_delta is None else f"{c.rel_delta:.4g}"
-        echo(f"  ~ {safe(c.name)}  rel_delta={delta}")
+        echo(f"  ~ {safe(c.name)}  {_tensor_change(c)}")
     if d.empty:
         echo("  no differences")
+
+
+def _tensor_change(c) -> str:
+    """rel_delta=0.1234, or the shape that changed (no delta between two shapes)."""
+    a, b = getattr(c, "shape_a", None), getattr(c, "shape_b", None)
+    if a is not None and b is not None and a != b:
+        return f"shape {'x'.join(map(str, a))} -> {'x'.join(map(str, b))}"
+    if c.rel_delta is None:
+        return "rel_delta=n/a (not a float tensor, or zero before)"
+    return f"rel_delta={c.rel_delta:.4g}"
 
 
 @click.command()
 @click.argument("rev")
 @click.argument("directory", type=click.Path())
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace DIRECTORY if it holds an earlier checkout of REV's line, unchanged (only then).",
+)
 @json_option
 @quiet_option
 @with_repo
-def checkout(repo, rev, directory, as_json, quiet) -> None:
-    """Write REV's files, byte for byte, into DIRECTORY (new or empty)."""
+def checkout(repo, rev, directory, force, as_json, quiet) -> None:
+    """Write REV's files, byte for byte, into DIRECTORY (new or empty; with --force, one that
+    holds an earlier checkout of the same line, as mint wrote it, is replaced)."""
     with transfer_progress("checkout", quiet, as_json) as progress:
-        r = api.checkout(repo, rev, directory, progress=progress)
+        r = api.checkout(repo, rev, directory, progress=progress, force=force)
         progress.close()
         if as_json:
             return emit_json(r)
-        echo(f"checked out {short(r.id)} into {r.path}: {r.files} files, {r.bytes:,} bytes")
+        instead = f" (replacing the checkout of {short(r.replaced)})" if r.replaced else ""
+        echo(
+            f"checked out {short(r.id)} into {safe(r.path)}{instead}: "
+            f"{transferred(progress, 'checkout')}"
+        )
 
 
 @click.command("ls")

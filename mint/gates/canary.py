@@ -23,6 +23,7 @@ normal interval it stays inside [0, 1] and is sensible for a handful of scores.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 
@@ -163,7 +164,8 @@ def canary_start(
             line, channel, RefKind.CANARY, Action.CANARY_START, baseline, cid, by=by, reason=logged
         )
         _evidence(conn, entry, report)
-        return as_canary(_row(conn, new_id))
+        started = as_canary(_row(conn, new_id))
+    return dataclasses.replace(started, overridden=[c for c in report.checks if not c.ok])
 
 
 FORCED = "forced past a refusing gate"

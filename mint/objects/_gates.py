@@ -90,6 +90,10 @@ class Move:
     reason: str | None
     contract: str | None
     evaluations: list[int]
+    # A forced promote's answer: the gate's checks that failed and were overridden (the channel
+    # page recomputes the same rows for every forced move of its history; history rows leave
+    # this empty).
+    overridden: list[Check] = field(default_factory=list)
 
 
 @frozen
@@ -127,6 +131,7 @@ class Canary:
     stopped_by: str | None = None
     outcome: CanaryOutcome | None = None
     reason: str | None = None
+    overridden: list[Check] = field(default_factory=list)  # a forced start's failed checks
 
 
 @frozen
