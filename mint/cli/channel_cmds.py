@@ -207,22 +207,35 @@ def history(repo, ref, n, before, verify, as_json) -> None:
     moves = api.history(repo, ref, **_given(n=n, before=before))
     if as_json:
         return emit_json(moves)
+    from mint.cli._times import shown
+
     rows = [
         [
             str(m.id),
-            m.at[:19],
+            shown(m.at),
             m.action,
             short(m.from_),
             short(m.to),
             m.by,
             short(m.contract),
             ",".join(map(str, m.evaluations)) or "-",
-            m.reason or "",
+            clipped(m.reason or ""),
         ]
         for m in moves
     ]
     head = ["ID", "AT", "ACTION", "FROM", "TO", "BY", "CONTRACT", "EVALS", "REASON"]
     echo(table(rows, head))
+    if any(clipped(m.reason or "") != (m.reason or "") for m in moves):
+        warn(f"(reasons cut at {REASON_WIDTH} characters: `mint history {ref} --json` has them)")
+
+
+REASON_WIDTH = 60  # a reason is free text (a canary's holds the gate's evidence): one cell
+
+
+def clipped(text: str, width: int = REASON_WIDTH) -> str:
+    """TEXT as one cell: its first line, cut to WIDTH characters with an ellipsis."""
+    first = " ".join(text.split())
+    return first if len(first) <= width else first[: width - 1] + "…"
 
 
 def _history_verified(items, as_json: bool) -> None:
@@ -232,10 +245,12 @@ def _history_verified(items, as_json: bool) -> None:
     shown = {"valid": lambda i: f"signed by {i.key} ({short(i.fingerprint)})"}
     shown["unsigned"] = lambda i: "unsigned"
     shown["invalid"] = lambda i: f"INVALID: {i.why}"
+    from mint.cli._times import shown
+
     rows = [
         [
             str(i.move.id),
-            i.move.at[:19],
+            shown(i.move.at),
             i.move.action,
             short(i.move.from_),
             short(i.move.to),

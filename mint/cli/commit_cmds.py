@@ -161,56 +161,97 @@ def show(repo, rev, all_tensors, tensors_offset, tensors_limit, as_json) -> None
     d = api.show(repo, rev, wanted, tensors_offset or 0, tensors_limit)
     if as_json:
         return emit_json(d)
-    echo(f"commit {d.id}  ({d.kind} on {d.line})")
-    fields = [
-        ("parents", " ".join(short(p) for p in d.parents) or "-"),
-        ("author", d.author),
-        ("date", d.created_at),
-        ("base", f"{d.base} ({short(d.base_fingerprint)})"),
-        ("tags", ", ".join(d.tags) or "-"),
+    echo(fields_text(show_fields(d, rev, listed)))
+    echo(f"\n{indented(d.message)}")
+
+
+def show_fields(d, rev: str, listed: bool) -> list[tuple[str, list[str]]]:
+    """What `show` prints of commit D, as (label, lines): one layout for every part, a label
+    in the first column and its lines in the second, the message below them."""
+    from mint.cli._times import shown
+
+    out = [
+        ("commit", [f"{d.id}  ({d.kind} on {d.line})"]),
+        ("parents", [" ".join(short(p) for p in d.parents) or "-"]),
+        ("author", [d.author]),
+        ("date", [shown(d.created_at)]),
+        ("base", [f"{d.base} ({short(d.base_fingerprint)})"]),
+        ("tags", [", ".join(d.tags) or "-"]),
     ]
     if d.signatures:
-        fields.append(("signed", f"{len(d.signatures)} signature(s): see mint verify {rev}"))
+        out.append(("signed", [f"{len(d.signatures)} signature(s): see mint verify {rev}"]))
     if d.peft:
         p = d.peft
-        fields.append(
-            (
-                "peft",
-                f"{p['peft_type']} r={p['r']} alpha={p['lora_alpha']} "
-                f"targets={p['target_modules']}",
-            )
-        )
-    fields += list(d.meta.items()) + [(f"provenance.{k}", v) for k, v in d.provenance.items()]
+        targets = p["target_modules"]
+        targets = ", ".join(targets) if isinstance(targets, list) else str(targets)
+        out.append(("peft", [f"{p['peft_type']} r={p['r']} alpha={p['lora_alpha']}, {targets}"]))
+    if d.meta:
+        out.append(("meta", [f"{k}={v}" for k, v in d.meta.items()]))
+    if d.provenance:
+        out.append(("provenance", [f"{k}={v}" for k, v in d.provenance.items()]))
     if d.dataset:
         ds = d.dataset
-        fields.append(
+        out.append(
             (
                 "dataset",
-                f"{ds.format} export of {ds.records} traces, {ds.size:,} bytes, by "
-                f"{ds.created_by} (mint dataset show {short(ds.id)})",
+                [
+                    f"{ds.format} export of {ds.records} traces, {ds.size:,} bytes, by "
+                    f"{ds.created_by} (mint dataset show {short(ds.id)})"
+                ],
             )
         )
-    for label, value in fields:
-        echo(f"{safe(label) + ':':<10}{safe(value)}")
-    echo(f"\n    {safe(d.message)}\n")
-    for m in d.members:
-        echo(safe(f"  {m.role:<8} {m.label:<10} {m.commit_id[:12]}  ({m.requested})"))
-    for path, f in d.files.items():
-        echo(f"  {f.sha256[:12]}  {f.size:>12,}  {safe(path)}")
-    render_tensors(d, rev, listed)
+    if d.members:
+        rows = [[m.role, m.label, short(m.commit_id), f"({m.requested})"] for m in d.members]
+        out.append(("members", _columns(rows)))
+    rows = [[short(f.sha256), f"{f.size:,}", path] for path, f in d.files.items()]
+    out.append(("files", _columns(rows, right={1})))
+    out += tensor_fields(d, rev, listed)
+    return out
 
 
-def render_tensors(d, rev: str, listed: bool) -> None:
+def tensor_fields(d, rev: str, listed: bool) -> list[tuple[str, list[str]]]:
     """The tensor table's summary, and its rows (those D holds) when LISTED."""
     count = d.tensor_count or len(d.tensors)  # a registry before issue 24 sends no count
     nbytes = d.tensor_bytes or sum(t.nbytes for t in d.tensors)
-    if count:
-        echo(f"  {count} tensors, {nbytes:,} bytes")
-    if count and not listed:
-        echo(f"  (mint show {safe(rev)} --tensors lists them)")
-    for t in d.tensors if listed else ():
-        shape = "x".join(map(str, t.shape))
-        echo(safe(f"  {t.sha256[:12]}  {t.dtype:<5} {shape:>14} {t.nbytes:>12,}  {t.name}"))
+    if not count:
+        return []
+    lines = [f"{count} tensors, {nbytes:,} bytes"]
+    if not listed:
+        lines[0] += f" (mint show {rev} --tensors lists them)"
+        return [("tensors", lines)]
+    rows = [
+        [short(t.sha256), t.dtype, "x".join(map(str, t.shape)), f"{t.nbytes:,}", t.name]
+        for t in d.tensors
+    ]
+    return [("tensors", lines + _columns(rows, right={2, 3}))]
+
+
+def _columns(rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+    """ROWS as aligned text lines (the columns in RIGHT aligned right)."""
+    if not rows:
+        return ["-"]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            str(c).rjust(w) if i in right else str(c).ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths))
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def fields_text(fields: list[tuple[str, list[str]]]) -> str:
+    """FIELDS as two columns: each label once, its lines one below the other."""
+    width = max(len(label) for label, _ in fields) + 2
+    out = []
+    for label, lines in fields:
+        for i, line in enumerate(lines or ["-"]):
+            out.append(safe(f"{(label if i == 0 else ''):<{width}}{line}"))
+    return "\n".join(out)
+
+
+def indented(message: str) -> str:
+    return "\n".join(safe(f"    {line}") for line in message.splitlines() or [""])
 
 
 @click.command()
