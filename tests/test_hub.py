@@ -152,8 +152,8 @@ def test_pull_defaults_to_main_on_the_repo_name_and_tags(based, repo, hubsrv, mo
 def test_pull_prints_one_summary_line_and_no_bar_when_piped(based):
     r = based("pull", "hf://org/ad@v1")
     assert r.code == 0, r
-    assert len(r.err.splitlines()) == 1 and r.err.startswith("pulled "), r
-    assert "%|" not in r.err and "Fetching" not in r.err, r
+    assert r.err == "" and len(r.out.splitlines()) == 1 and r.out.startswith("pulled "), r
+    assert "downloaded 2 files" in r.out and "%|" not in r.out and "Fetching" not in r.out, r
     quiet = based("pull", "hf://org/ad@v1", "--as", "ad-quiet", "--quiet")
     assert quiet.code == 0 and quiet.err == "", quiet
 

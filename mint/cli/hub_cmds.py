@@ -103,7 +103,8 @@ def _render(repo_id: str, p, moved: str | None) -> None:
     else:
         tags = f"; tagged it {', '.join(p.tags)}" if p.tags else ""
         what = f"{p.kind} {p.line} {short(p.id)}"
-        echo(f"already in the store: {where} is {what}; nothing pulled{tags}")
+        downloaded = f" (downloaded {moved})" if moved else ""
+        echo(f"pulled nothing: {where} is already in the store as {what}{tags}{downloaded}")
 
 
 def register(cli: click.Group) -> None:
