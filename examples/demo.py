@@ -29,13 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
-# The set's mol.toml, as the README shows it (tests/test_demo_keep.py keeps the two the same);
-# the demo's second set swaps in the degraded router, and --keep leaves this one.
+# The set's mol.toml, {router} its router: with router@v1, as the README shows it and --keep
+# leaves it (tests/test_demo_keep.py keeps the two the same); the demo's second set swaps in
+# the degraded router@v2.
 MOL = """name = "macaron"
 protocol = "mol/1"
 base = "tiny-llama"           # a registered base
 [router]                      # the entry adapter: it picks one expert for each request
-adapter = "router@v1"         # any revision: a tag, a channel, a line (its head), a commit id
+adapter = "{router}"         # any revision: a tag, a channel, a line (its head), a commit id
 labels = ["chat", "agent", "coding", "ui"]
 prompt = "route.md"           # beside mol.toml, versioned with the set
 default = "chat"              # when the router cannot decide
@@ -48,7 +49,6 @@ ui = "ui@v1"
 adapter = "chat@v1"
 prompt = "summary.md"
 """
-DEGRADED_MOL = MOL.replace('adapter = "router@v1"', 'adapter = "router@v2"')
 
 CONTRACT = """name = "production"
 channel = "production"
@@ -132,7 +132,8 @@ def run_demo(d: Demo) -> None:
         print(f"  served route accuracy on 40 held-out requests: {before:.2f}")
         force_a_degraded_router(d, files, setdir, server, before)
         roll_back(d, files, server)
-    (setdir / "mol.toml").write_text(MOL)  # the set production holds again, for the next edit
+    # the set production holds again, as the README shows it
+    (setdir / "mol.toml").write_text(MOL.format(router="router@v1"))
     say("8. The audit trail, a byte-exact checkout, and fsck")
     d.mint("history", "macaron@production")
     d.mint("checkout", "macaron@production", d.work / "checkout")
@@ -175,7 +176,7 @@ def commit_set(d: Demo, files) -> Path:
     setdir.mkdir()
     for src in (files.route_prompt, files.summary_prompt):
         (setdir / src.name).write_bytes(src.read_bytes())
-    (setdir / "mol.toml").write_text(MOL)
+    (setdir / "mol.toml").write_text(MOL.format(router="router@v1"))
     d.mint("set", "commit", setdir / "mol.toml", "-m", "macaron with router v1")
     d.mint("show", "macaron", lines=12)
     return setdir
@@ -195,7 +196,7 @@ def force_a_degraded_router(d: Demo, files, setdir: Path, server: Server, before
     d.mint("commit", "router", files.degraded_router, "-m", message)
     d.mint("tag", "v2", "router")
     d.mint("diff", "router@v1", "router@v2", lines=6)
-    (setdir / "mol.toml").write_text(DEGRADED_MOL)
+    (setdir / "mol.toml").write_text(MOL.format(router="router@v2"))
     d.mint("set", "commit", setdir / "mol.toml", "-m", "macaron with router v2")
     d.mint("route-eval", "macaron", "--data", files.heldout_data, "--contract", "production")
     d.mint("gate", "macaron", "--to", "production", check=False)
