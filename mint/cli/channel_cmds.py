@@ -245,12 +245,12 @@ def _history_verified(items, as_json: bool) -> None:
     shown = {"valid": lambda i: f"signed by {i.key} ({short(i.fingerprint)})"}
     shown["unsigned"] = lambda i: "unsigned"
     shown["invalid"] = lambda i: f"INVALID: {i.why}"
-    from mint.cli._times import shown
+    from mint.cli._times import shown as local_time
 
     rows = [
         [
             str(i.move.id),
-            shown(i.move.at),
+            local_time(i.move.at),
             i.move.action,
             short(i.move.from_),
             short(i.move.to),
