@@ -89,12 +89,15 @@ def newest(
 @functools.cache
 def _ancestors(limited: bool, since: bool = False, until: bool = False, author: bool = False):
     """`walk`'s statement, for each shape (a :limit or not; each narrowing or not)."""
-    cp = s.commit_parents
+    cp, c = s.commit_parents, s.commits.c
     start = sa.bindparam("start", type_=sa.String(64))
     anc = sa.select(start.label("id"), sa.literal(0).label("depth")).cte("anc", recursive=True)
     step = sa.select(cp.c.parent_id, anc.c.depth + 1).join(anc, cp.c.commit_id == anc.c.id)
     if limited and not (since or until or author):
         step = step.where(anc.c.depth < sa.bindparam("depth", type_=sa.Integer))
+    if since:  # a parent is older than its child: the walk stops where the window begins
+        step = step.join(s.commits, c.id == cp.c.parent_id)
+        step = step.where(c.created_at >= sa.bindparam("since", type_=c.created_at.type))
     anc = anc.union(step)
     q = sa.select(s.commits).where(s.commits.c.id.in_(sa.select(anc.c.id)))
     return _narrowed(q, limited, since, until, author)
