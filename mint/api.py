@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 # How an operation runs. _ONCE: written once over the repository backend (mint.porcelain),
@@ -53,7 +54,7 @@ _ONCE, _ANY, _LOCAL, _PLAIN = "once", "any", "local", "plain"
 # name -> (module, attribute, where it runs)
 _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "init": ("mint.repo", "init", _LOCAL),
-    "open_repo": ("mint.remote.opening", "open_repo", _PLAIN),  # a folder or a registry's URL
+    "open_repo": ("mint.api", "_open_repo", _PLAIN),  # a folder or a registry's URL: below
     "db_upgrade": ("mint.repo", "db_upgrade", _LOCAL),
     "fsck": ("mint.maintenance", "fsck", _LOCAL),
     "gc": ("mint.maintenance", "gc", _LOCAL),
@@ -244,11 +245,37 @@ def _dispatching(name: str, local: Any, anywhere: bool) -> Any:
     return operation
 
 
+def _open_repo(
+    where=None,
+    *,
+    token: str | None = None,
+    cache: Path | str | None = None,
+    check_schema: bool = True,
+):
+    """The repository WHERE is: a registry's URL (http:// or https://) as a `RemoteRepo`
+    acting with TOKEN (None: none sent) and keeping downloaded blobs in CACHE; otherwise the
+    local repository at that folder, or found by walking up from the current one
+    (`mint.repo.open_repo`, CHECK_SCHEMA as there). Every `mint.api` function takes either.
+    The token is not read from the environment: pass it (`os.environ["MINT_TOKEN"]`)."""
+    from mint.ids import is_url
+
+    if is_url(where):
+        from mint.remote.repo import RemoteRepo
+
+        return RemoteRepo(str(where), token, cache=Path(cache) if cache is not None else None)
+    if token is not None or cache is not None:
+        raise TypeError("token and cache are for a registry's URL, not a folder")
+    from mint.repo import open_repo as open_local
+
+    return open_local(where, check_schema=check_schema)
+
+
 def __dir__() -> list[str]:
     return __all__
 
 
 if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
+    open_repo = _open_repo
     from mint.bases import base_add, base_ls
     from mint.commits.repository import diff, log, ls, show
     from mint.commits.repository import resolve_rev as resolve
@@ -278,7 +305,6 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
     from mint.remote.fetch_client import clone, fetch
-    from mint.remote.opening import open_repo
     from mint.remote.transfer_client import push
     from mint.repo import db_upgrade, init
     from mint.search import search
