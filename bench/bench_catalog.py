@@ -26,7 +26,11 @@ copy. Both sizes of one database are open at once and their calls interleaved, s
 large/small ratio comes from one run. The machine is shared: the load average is printed.
 
     python bench/bench_catalog.py [--sizes 100000,1000000] [--db sqlite,postgresql]
-                                  [--runs 5] [--calls 40] [--profile]
+                                  [--runs 5] [--calls 40] [--busy N] [--profile]
+
+`--busy N` times the calls with N processes burning CPU beside them (issue 36's "under four
+busy loops": `mint status` prints a page of 50 lines, <= 10 ms at 10^6 also then; `status --all`
+of the 1,000 lines is reported against 20 ms, quiet).
 """
 
 from __future__ import annotations
@@ -54,9 +58,15 @@ FLAT = 1.5  # large/small p50 ratio that still counts as flat on a noisy machine
 SHOW = "show LINE@TAG (448 tensors)"
 REG_SHOW = "registry GET /commits/LINE@TAG"
 REG_SHOW_ALL = "registry GET /commits/LINE@TAG?tensors=all"
+STATUS_ALL = "status --all (all 1,000 lines)"
+STATUS_PAGE = "status (its first page: 50 lines)"
 # figures with a size of their own: (call, commits the issue names)
 AT = {REG_SHOW: 100_000, "promote": 1_000_000, "rollback": 1_000_000}
-AT.update({"status (all lines)": 1_000_000, "status --limit 50 --after LINE": 1_000_000})
+AT.update({STATUS_ALL: 1_000_000, STATUS_PAGE: 1_000_000})
+AT.update({"status --limit 50 --after LINE": 1_000_000})
+# Issue 36 decided it: `mint status` prints a page of 50 lines (<= 10 ms, also under load);
+# --all is reported against 20 ms, on a quiet machine.
+TARGETS = {STATUS_ALL: 20.0}
 INFO = ("log -n 20 (all lines)", REG_SHOW_ALL)
 
 
@@ -89,7 +99,9 @@ def calls_for(repo, release: str, pool: list[str]) -> dict:
         "resolve HEXPREFIX": lambda: api.resolve(repo, release[:10]),
         "ls (all lines)": lambda: api.ls(repo),
         "ls --limit 50 --after LINE": lambda: api.ls(repo, limit=50, after=middle),
-        "status (all lines)": lambda: api.status(repo),
+        STATUS_ALL: lambda: api.status(repo),
+        # as `mint status` asks for its page: one line more, to know whether another follows
+        STATUS_PAGE: lambda: api.status(repo, limit=51),
         "status --limit 50 --after LINE": lambda: api.status(repo, limit=50, after=middle),
         "history LINE@CH -n 20": lambda: api.history(repo, f"{LINE}@production", n=20),
         "history -n 20 --before MIDDLE": lambda: api.history(
@@ -157,7 +169,9 @@ def measure(calls: dict, runs: int, per_run: int) -> dict:
     return times
 
 
-def run(sizes: list[int], dbs: list[str], runs: int, per_run: int, do_profile=False) -> dict:
+def run(
+    sizes: list[int], dbs: list[str], runs: int, per_run: int, do_profile=False, busy: int = 0
+) -> dict:
     from support.registry import create_token, start_registry
 
     results: dict = {"sizes": sizes, "runs": runs, "calls": per_run, "builds": {}, "times": {}}
@@ -180,7 +194,8 @@ def run(sizes: list[int], dbs: list[str], runs: int, per_run: int, do_profile=Fa
                 stack.callback(server.stop)
                 client = stack.enter_context(server.client(token))
                 calls[f"{db}/{n}"].update(registry_calls(client))
-            results["times"].update(measure(calls, runs, per_run))
+            with busy_loops(busy):  # only the timing runs beside them, not the loading
+                results["times"].update(measure(calls, runs, per_run))
             results["load"].append(os.getloadavg()[0])
             if do_profile:
                 results["profiles"][db] = profile_calls(calls[f"{db}/{max(sizes)}"])
@@ -200,7 +215,7 @@ def profile_calls(calls: dict) -> dict:
     import pstats
 
     out = {}
-    for name in (SHOW, "promote", "status (all lines)"):
+    for name in (SHOW, "promote", STATUS_ALL):
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(10):
@@ -246,8 +261,9 @@ def figures(r: dict) -> list[dict]:
                 target, ok = "(info)", None
             elif where in at:
                 flat = name not in AT and ratio is not None
-                target = f"<= {TARGET_MS:.0f} ms at {where:,}" + (", flat" if flat else "")
-                ok = at[where]["p50"] <= TARGET_MS and (not flat or ratio <= FLAT)
+                limit = TARGETS.get(name, TARGET_MS)
+                target = f"<= {limit:.0f} ms at {where:,}" + (", flat" if flat else "")
+                ok = at[where]["p50"] <= limit and (not flat or ratio <= FLAT)
             else:
                 target, ok = f"<= {TARGET_MS:.0f} ms at {where:,} (not run)", None
             out.append(
@@ -270,21 +286,46 @@ def report(r: dict) -> str:
         rows.append([f"{f['call']} [{f['db']}]", *cells, ratio, stmts, f["target"], verdict])
     header = ["call", *(f"n={n:,}: p50 (min-max) / p95 ms" for n in r["sizes"])]
     header += ["large/small", "statements", "target (p50)", ""]
+    busy = f", {r['busy']} busy loops beside it" if r.get("busy") else ""
     title = (
-        f"Catalog calls: {r['runs']} runs x {r['calls']} calls each; p50 = median of the runs'"
-        f" p50s (min-max of them), p95 of all calls; load average "
+        f"Catalog calls: {r['runs']} runs x {r['calls']} calls each{busy}; p50 = median of the"
+        f" runs' p50s (min-max of them), p95 of all calls; load average "
         + " -> ".join(f"{x:.1f}" for x in r["load"])
     )
     return c.table(title, header, rows)
 
 
+@contextlib.contextmanager
+def busy_loops(n: int):
+    """N processes that burn CPU (`while True: pass`) for the block's duration, as other work
+    on the machine would: the figures under load. Stopped by their process ids."""
+    import subprocess
+
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(0, n))
+    ]
+    try:
+        time.sleep(1.0 if procs else 0)  # let the scheduler see them
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def _int_option(argv: list[str], name: str, default: int) -> int:
+    if name not in argv:
+        return default
+    i = argv.index(name)
+    value = int(argv[i + 1])
+    del argv[i : i + 2]
+    return value
+
+
 def main(argv: list[str] | None = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
-    calls = 40
-    if "--calls" in argv:
-        i = argv.index("--calls")
-        calls = int(argv[i + 1])
-        del argv[i : i + 2]
+    calls = _int_option(argv, "--calls", 40)
+    busy = _int_option(argv, "--busy", 0)
     if not any(a.startswith("--runs") for a in argv):
         argv += ["--runs", "5"]
     args, sizes, dbs = c.sized_db_args(
@@ -295,8 +336,8 @@ def main(argv: list[str] | None = None) -> dict:
         argv,
     )
     t0 = time.perf_counter()
-    r = run(sizes, dbs, args.runs, calls, args.profile)
-    r["wall_s"] = time.perf_counter() - t0
+    r = run(sizes, dbs, args.runs, calls, args.profile, busy)
+    r["wall_s"], r["busy"] = time.perf_counter() - t0, busy
     r["figures"] = figures(r)
     print(report(r))
     for db, profs in r["profiles"].items():

@@ -29,20 +29,23 @@ import tempfile
 import time
 from pathlib import Path
 
+# The set's mol.toml, {router} its router: with router@v1, as the README shows it and --keep
+# leaves it (tests/test_demo_keep.py keeps the two the same); the demo's second set swaps in
+# the degraded router@v2.
 MOL = """name = "macaron"
 protocol = "mol/1"
-base = "tiny-llama"
-[router]
-adapter = "{router}"
+base = "tiny-llama"           # a registered base
+[router]                      # the entry adapter: it picks one expert for each request
+adapter = "{router}"         # any revision: a tag, a channel, a line (its head), a commit id
 labels = ["chat", "agent", "coding", "ui"]
-prompt = "route.md"
-default = "chat"
+prompt = "route.md"           # beside mol.toml, versioned with the set
+default = "chat"              # when the router cannot decide
 [experts]
 chat = "chat@v1"
 agent = "agent@v1"
 coding = "coding@v1"
 ui = "ui@v1"
-[summary]
+[summary]                     # summarizes each turn for the experts that did not answer it
 adapter = "chat@v1"
 prompt = "summary.md"
 """
@@ -129,6 +132,8 @@ def run_demo(d: Demo) -> None:
         print(f"  served route accuracy on 40 held-out requests: {before:.2f}")
         force_a_degraded_router(d, files, setdir, server, before)
         roll_back(d, files, server)
+    # the set production holds again, as the README shows it
+    (setdir / "mol.toml").write_text(MOL.format(router="router@v1"))
     say("8. The audit trail, a byte-exact checkout, and fsck")
     d.mint("history", "macaron@production")
     d.mint("checkout", "macaron@production", d.work / "checkout")

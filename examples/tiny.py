@@ -137,12 +137,14 @@ def set_base_name(adapter_dir: Path, name: str) -> None:
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True))
 
 
+# The README's first commands, word for word (tests/test_readme.py keeps them so).
 NEXT_STEPS = """
-Try mint on them (in a folder of your own):
+Try mint on them:
+  cd {dir}
   mint init
-  mint base add tiny-llama {base}
-  mint commit chat {a} -m first
-  mint commit chat {b} -m second
+  mint base add tiny-llama tiny-llama
+  mint commit chat adapter-a -m "first"
+  mint commit chat adapter-b -m "second"
   mint log chat
   mint diff chat~1 chat
 """
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote a tiny base and two LoRA adapters for it into {out}:")
     print(f"  {paths['base']}  a Llama base: config.json, tokenizer, weights")
     print(f"  {paths['a']}, {paths['b']}  PEFT LoRA adapters for it")
-    print(NEXT_STEPS.format(**{k: shlex.quote(str(v)) for k, v in paths.items()}), end="")
+    print(NEXT_STEPS.format(dir=shlex.quote(str(out))), end="")
     return 0
 
 

@@ -28,7 +28,9 @@ Signing        key_generate, key_add, key_ls, key_rm, verify, verify_folder
 The operations are imported on first use, so that `mint --help` and `mint --version` start
 without loading the database layer.
 
-Against a registry: the client-side operations (commit, set commit and derive, candidates,
+`open_repo(URL, token=...)` opens a registry (a `mint.remote.repo.RemoteRepo`), as
+`MlflowClient(tracking_uri)` and `HfApi(endpoint)` take a URL. Against a registry: the
+client-side operations (commit, set commit and derive, candidates,
 checkout, export, set spec, evaluate) are written once in `mint.porcelain` over a repository
 backend, local or remote (`mint.backend`); an operation the repository owns, given a
 `mint.remote.repo.RemoteRepo` (what `--repo URL` opens), is sent to the registry by the
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 # How an operation runs. _ONCE: written once over the repository backend (mint.porcelain),
@@ -52,7 +55,7 @@ _ONCE, _ANY, _LOCAL, _PLAIN = "once", "any", "local", "plain"
 # name -> (module, attribute, where it runs)
 _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "init": ("mint.repo", "init", _LOCAL),
-    "open_repo": ("mint.repo", "open_repo", _LOCAL),
+    "open_repo": ("mint.api", "_open_repo", _PLAIN),  # a folder or a registry's URL: below
     "db_upgrade": ("mint.repo", "db_upgrade", _LOCAL),
     "fsck": ("mint.maintenance", "fsck", _LOCAL),
     "gc": ("mint.maintenance", "gc", _LOCAL),
@@ -249,11 +252,37 @@ def _dispatching(name: str, local: Any, anywhere: bool) -> Any:
     return operation
 
 
+def _open_repo(
+    where=None,
+    *,
+    token: str | None = None,
+    cache: Path | str | None = None,
+    check_schema: bool = True,
+):
+    """The repository WHERE is: a registry's URL (http:// or https://) as a `RemoteRepo`
+    acting with TOKEN (None: none sent) and keeping downloaded blobs in CACHE; otherwise the
+    local repository at that folder, or found by walking up from the current one
+    (`mint.repo.open_repo`, CHECK_SCHEMA as there). Every `mint.api` function takes either.
+    The token is not read from the environment: pass it (`os.environ["MINT_TOKEN"]`)."""
+    from mint.ids import is_url
+
+    if is_url(where):
+        from mint.remote.repo import RemoteRepo
+
+        return RemoteRepo(str(where), token, cache=Path(cache) if cache is not None else None)
+    if token is not None or cache is not None:
+        raise TypeError("token and cache are for a registry's URL, not a folder")
+    from mint.repo import open_repo as open_local
+
+    return open_local(where, check_schema=check_schema)
+
+
 def __dir__() -> list[str]:
     return __all__
 
 
 if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
+    open_repo = _open_repo
     from mint.bases import base_add, base_ls
     from mint.commits.repository import diff, log, ls, show
     from mint.commits.repository import resolve_rev as resolve
@@ -286,7 +315,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.remote.config import login, remote_add, remote_ls, remote_remove
     from mint.remote.fetch_client import clone, fetch
     from mint.remote.transfer_client import push
-    from mint.repo import db_upgrade, init, open_repo
+    from mint.repo import db_upgrade, init
     from mint.search import search
     from mint.signing.commits import verify
     from mint.signing.keys import key_add, key_generate, key_ls, key_rm

@@ -89,7 +89,8 @@ def get_base(conn, name: str):
     """The row of base NAME, or UnknownBase."""
     row = _get(conn, name)
     if row is None:
-        raise UnknownBase(name)
+        known = conn.execute(sa.select(s.bases.c.name).order_by(s.bases.c.name)).scalars()
+        raise UnknownBase(name, known=list(known))
     return row
 
 
@@ -104,17 +105,17 @@ def choose_base(bases: list, adapter_base: str | None, explicit: str | None):
     """Among BASES (rows or `Base`s), the one an adapter is bound to: EXPLICIT by name, else
     the one named or sourced as its base_model_name_or_path. One rule, wherever the bases are
     listed (a local database, a registry)."""
+    known = sorted(b.name for b in bases)
     if explicit:
         for b in bases:
             if b.name == explicit:
                 return b
-        raise UnknownBase(explicit)
+        raise UnknownBase(explicit, known=known)
     if not adapter_base:
-        raise UnknownBase(None)
+        raise UnknownBase(None, known=known)
     candidates = {adapter_base, Path(adapter_base.rstrip("/")).name}
     for b in bases:
         if b.name in candidates or b.source == adapter_base:
             return b
-    raise UnknownBase(
-        adapter_base, f"the adapter's base {adapter_base!r} is not a registered base"
-    )
+    why = f"the adapter's base {adapter_base!r} is not a registered base"
+    raise UnknownBase(adapter_base, why, known)

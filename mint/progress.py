@@ -3,9 +3,9 @@
 The loops that move bytes (push, fetch and clone, a pull from the Hub, checkout and export)
 call one `Progress` with byte counts. The plain `Progress` only counts, so the library prints
 nothing of its own; an API caller may pass one with an `on_bytes` callback, or a subclass. The
-CLI picks what a person sees (`mint.cli._common.transfer_progress`): a `Bar` on a terminal,
-one `Summary` line otherwise, the plain `Progress` with --quiet. Both write to the stream they
-are given (the CLI gives stderr: stdout stays for the result).
+CLI picks what a person sees (`mint.cli._common.transfer_progress`): a `Bar` on a terminal's
+stderr, nothing otherwise; what was moved, and how fast (`moved`), ends the one summary line
+each command prints on stdout.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
-# What each operation did, for its summary line: (verb, what it counts)
-DONE = {
-    "push": ("pushed", "blob"),
-    "fetch": ("fetched", "blob"),
-    "clone": ("cloned", "blob"),
-    "pull": ("pulled", "file"),
-    "checkout": ("checked out", "file"),
-    "export": ("exported", "file"),
+# What each operation moves, for its summary line: blobs or files
+COUNTS = {
+    "push": "blob",
+    "fetch": "blob",
+    "clone": "blob",
+    "pull": "file",
+    "checkout": "file",
+    "export": "file",
 }
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
@@ -93,37 +93,22 @@ class Progress:
         """No more bytes will move: a bar ends here, so that what follows prints below it."""
         self.finish()
 
-    def report(self) -> None:
-        """Say how it went, once it all went well (here: nothing)."""
-
     def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close()
-        if exc_type is None:
-            self.report()
 
 
-class Summary(Progress):
-    """One line on STREAM once the operation OP (a key of DONE) succeeded:
-    "pushed 3 blobs, 80.1 MB in 1.2 s (66.8 MB/s)"."""
-
-    def __init__(self, op: str, stream: TextIO):
-        super().__init__()
-        self.op, self.stream = op, stream
-
-    def line(self) -> str:
-        verb, noun = DONE[self.op]
-        text = f"{verb} {self.items} {noun}{'' if self.items == 1 else 's'}, {size(self.bytes)}"
-        text += f" in {self.seconds:.1f} s"
-        if self.bytes and self.seconds > 0:
-            text += f" ({size(self.bytes / self.seconds)}/s)"
-        return text
-
-    def report(self) -> None:
-        self.stream.write(self.line() + "\n")
-        self.stream.flush()
+def moved(progress: Progress, op: str) -> str:
+    """What PROGRESS counted for the operation OP (a key of COUNTS), as the end of the
+    command's one summary line: "3 blobs, 80.1 MB in 1.2 s (66.8 MB/s)"."""
+    noun = COUNTS[op]
+    text = f"{progress.items} {noun}{'' if progress.items == 1 else 's'}, {size(progress.bytes)}"
+    text += f" in {progress.seconds:.1f} s"
+    if progress.bytes and progress.seconds > 0:
+        text += f" ({size(progress.bytes / progress.seconds)}/s)"
+    return text
 
 
 class Bar(Progress):

@@ -130,7 +130,7 @@ def find_root(path: str | os.PathLike | None = None) -> Path:
         root = Path(path).resolve()
         if (root / DIRNAME / CONFIG).exists():
             return root
-        raise RepoNotFound(f"no mint repository at {root}")
+        raise RepoNotFound(f"no mint repository at {root}", str(path))
     start = Path.cwd().resolve()
     for folder in (start, *start.parents):
         if (folder / DIRNAME / CONFIG).exists():

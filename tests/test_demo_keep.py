@@ -116,3 +116,13 @@ def test_keep_refuses_a_folder_that_is_not_empty(tmp_path):
     assert proc.returncode == 1 and "not an empty folder" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_the_kept_mol_toml_is_the_readmes(kept):
+    """The README shows the set's mol.toml as the demo leaves it (a reader saves the block over
+    it): the two are the same file, byte for byte (issue 36: they differed)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"```toml\n# macaron/mol.toml\n(.*?)```", readme, re.S).group(1)
+    assert (kept / "macaron" / "mol.toml").read_text() == block

@@ -65,6 +65,7 @@ SAMPLES = {
     "theirs": SHA["b"],
     "known": ["main", "v1"],
     "blob_id": SHA["a"],
+    "given": "127.0.0.1:8080",
     "actual": SHA["b"],
     "report": GateReport(
         CommitId(SHA["c"]),

@@ -195,7 +195,7 @@ def test_status_merges_each_line_with_its_channels(mint, repo, models):
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_each_query_is_an_index_lookup(moved, repo):
-    """No query of history, status or ls scans a table of the catalog (SQLite's plans)."""
+    """No query of history, status, ls or log scans a table of the catalog (SQLite's plans)."""
     _, everything = moved
     other = next(m.to for m in everything if m.to != everything[-1].to)
     calls = [
@@ -203,6 +203,9 @@ def test_each_query_is_an_index_lookup(moved, repo):
         lambda: api.status(repo),
         lambda: api.status(repo, limit=1, after="chat"),
         lambda: api.ls(repo, limit=1, after="chat"),
+        # log's walk, its decorations (issue 36) and its narrowing
+        lambda: api.log(repo, "chat", 5),
+        lambda: api.log(repo, "chat", 5, since="2000-01-01", author="t"),
         lambda: api.promote(repo, other, "production", by="t"),
         lambda: api.rollback(repo, "chat@production", by="t"),
     ]

@@ -271,9 +271,9 @@ def test_tiny_gives_a_newcomer_a_base_and_adapters_to_commit(mint, repo, tmp_pat
     play = tmp_path / "play"
     assert tiny.main([str(play)]) == 0
     printed = capsys.readouterr().out
-    assert "mint init" in printed
-    assert f"mint base add tiny-llama {play / 'tiny-llama'}" in printed
-    assert f"mint commit chat {play / 'adapter-a'} -m first" in printed
+    assert f"cd {play}\n  mint init" in printed  # then names in it, as the README's tour does
+    assert "mint base add tiny-llama tiny-llama" in printed
+    assert 'mint commit chat adapter-a -m "first"' in printed
     assert mint("base", "add", "tiny-llama", play / "tiny-llama").code == 0
     first = mint("commit", "chat", play / "adapter-a", "-m", "first", "--json")
     second = mint("commit", "chat", play / "adapter-b", "-m", "second", "--json")

@@ -11,6 +11,7 @@ import site
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,15 +20,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
-def wheel_venv(tmp_path_factory) -> Path:
+def built_wheel(tmp_path_factory) -> tuple[Path, str]:
+    """The wheel `pip wheel` builds from this checkout, and what the build printed."""
     tmp = tmp_path_factory.mktemp("wheel")
     pip = [sys.executable, "-m", "pip"]
-    subprocess.run(
+    done = subprocess.run(
         [*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", ROOT],
         check=True,
         capture_output=True,
+        text=True,
     )
-    wheel = next((tmp / "dist").glob("mint-*.whl"))
+    return next((tmp / "dist").glob("*.whl")), done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory, built_wheel) -> Path:
+    tmp = tmp_path_factory.mktemp("wheel-venv")
+    pip = [sys.executable, "-m", "pip"]
+    wheel = built_wheel[0]
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     # Borrow the dependencies: a plain path line, so the editable install's own .pth
@@ -50,6 +60,22 @@ def run(env_dir: Path, *args, cwd: Path) -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
     )
+
+
+def test_the_wheel_is_mint_lora_and_builds_without_warnings(built_wheel):
+    """`mint` on PyPI is another project: the distribution is mint-lora (the command and the
+    import name stay `mint`), and building it prints none of setuptools' warnings (a data
+    folder, such as the web pages' static/, missing from the packages gave one each)."""
+    wheel, printed = built_wheel
+    assert wheel.name.startswith("mint_lora-"), wheel.name
+    assert "Warning" not in printed and "absent from the `packages`" not in printed, printed
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt")))
+    assert "mint/registry/web/static/style.css" in names
+    # the command, and the plugin vLLM finds by its entry point group, keep their names
+    assert "[console_scripts]\nmint = mint.cli:main" in points.decode()
+    assert "[vllm.general_plugins]\nmint = mint.vllm:register" in points.decode()
 
 
 def test_wheel_holds_every_package_and_runs(wheel_venv, tmp_path):

@@ -80,7 +80,8 @@ def test_a_clone_checks_out_a_registry_channel_by_its_name(story, models, tmp_pa
     status = s.here("status", "--json").json()
     assert status[0]["channels"] == {}
     assert status[0]["remote"] == {"origin/production": s.ids["c1"], "origin/staging": s.ids["c2"]}
-    assert f"origin/production={s.ids['c1'][:12]}" in s.here("status").out
+    rows = [line.split() for line in s.here("status").out.splitlines()[2:]]
+    assert ["production", "-", s.ids["c1"][:12]] in [r[-3:] for r in rows]  # ON ORIGIN column
     assert s.tracked() == {
         ("origin", "production", "channel", s.ids["c1"]),
         ("origin", "staging", "channel", s.ids["c2"]),

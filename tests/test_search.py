@@ -92,10 +92,13 @@ def test_each_condition_and_all_of_them_newest_first(repo, catalog, few, monkeyp
 
 
 def test_the_cli_prints_as_log_does(mint, repo, catalog):
-    r = mint("search", "--meta", "lr=0.001", "--metric", "acc>=0.5", "--author", "alice")
+    found = ("--meta", "lr=0.001", "--metric", "acc>=0.5", "--author", "alice")
+    r = mint("search", *found, "--oneline")
     assert r.code == 0, r
-    log = mint("log").out.splitlines()
+    log = mint("log", "--oneline").out.splitlines()
     assert r.out.splitlines() == [log[0], log[2]]  # c3 and c1, as log shows them
+    blocks = mint("log").out.split("\ncommit ")  # the default: a block each, as git's log
+    assert mint("search", *found).out.split("\ncommit ") == [blocks[0], blocks[2]]
     as_json = mint("search", "--tag", "v1", "-n", "1", "--json")
     assert as_json.code == 0 and as_json.json() == mint("log", "-n", "1", "--json").json()
     assert mint("search", "--line", "nowhere*").out == ""
@@ -157,8 +160,9 @@ def test_registry_search_limited_to_the_tokens_lines(repo, catalog, monkeypatch,
         assert remote.code == 0, remote
         assert [c["id"] for c in remote.json()] == [c2, c1]
         monkeypatch.setenv("MINT_TOKEN", everyone)
-        remote = Result(*run_in_process(["--repo", registry.url, "search", "--tag", "v1"]))
-        local = Result(*run_in_process(["--repo", str(repo.root), "search", "--tag", "v1"]))
+        found = ("search", "--tag", "v1", "--oneline")
+        remote = Result(*run_in_process(["--repo", registry.url, *found]))
+        local = Result(*run_in_process(["--repo", str(repo.root), *found]))
         assert remote.code == 0 and remote.out == local.out and len(local.out.splitlines()) == 2
         bad = Result(*run_in_process(["--repo", registry.url, "search", "--metric", "a>>1"]))
         one_line_error(bad, "NAME>=X")

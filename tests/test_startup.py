@@ -42,7 +42,7 @@ def test_log_in_a_fresh_process_imports_no_heavy_library(repo, models):
     api.base_add(repo, "tiny-llama", models["base"])
     made = api.commit(repo, "chat", models["a1"], "first", author="test")
     proc, modules = imported_by("--repo", str(repo.root), "log", "-n", "20")
-    assert proc.returncode == 0 and proc.stdout.startswith(made.id[:12]), proc
+    assert proc.returncode == 0 and proc.stdout.startswith(f"commit {made.id[:12]}"), proc
     assert {p: loaded(modules, p) for p in HEAVY} == {p: [] for p in HEAVY}
     assert "mint.cli.commit_cmds" in modules  # the command module log lives in, not others'
     others = ("runtime_cmds", "registry_cmds", "hub_cmds", "remote_cmds", "loop_cmds")

@@ -152,7 +152,7 @@ def test_without_vllm_the_engine_says_what_to_install(mint, chat):
     # make test's environment never has vLLM (it lives in its own, for make test-vllm)
     assert importlib.util.find_spec("vllm") is None, "vLLM is installed in make test's .venv"
     result = mint("serve", "chat@production", "--engine", "vllm", "--port", "0")
-    line = one_line_error(result, "pip install 'mint[vllm]'")
+    line = one_line_error(result, "pip install 'mint-lora[vllm]'")
     assert "--engine-url" in line
     one_line_error(mint("serve", "chat@production", "--engine-url", "http://127.0.0.1:9"))
     one_line_error(mint("route-eval", "chat@production", "--data", __file__, "--engine", "vllm"))

@@ -17,21 +17,28 @@ quiet_option = click.option(
 
 
 def transfer_progress(op: str, quiet: bool, as_json: bool):
-    """How the transfer OP (a key of `mint.progress.DONE`) shows itself on stderr: a bar on a
-    terminal (one summary line instead with HF_HUB_DISABLE_PROGRESS_BARS=1, as
-    huggingface_hub reads it), one summary line when stderr is not a terminal (none with
-    --json: the document carries the counts), nothing with --quiet or MINT_NO_PROGRESS=1.
+    """How the transfer OP (a key of `mint.progress.COUNTS`) shows itself while it runs: a bar
+    on stderr when stderr is a terminal; nothing with --quiet, MINT_NO_PROGRESS=1 or
+    HF_HUB_DISABLE_PROGRESS_BARS=1 (as huggingface_hub reads it), nor on a pipe. Either way
+    it counts, and the command's one summary line on stdout ends with what it moved
+    (`transferred`), not a second line of its own.
 
     Use it as `with transfer_progress(...) as progress:` around the API call and the result's
-    rendering, calling `progress.close()` before rendering: the bar ends above the result, and
-    the summary line is written only when the command succeeds."""
-    from mint.progress import Bar, Progress, Summary, env_flag
+    rendering, calling `progress.close()` before rendering: the bar ends above the result."""
+    from mint.progress import Bar, Progress, env_flag
 
     if quiet or env_flag(os.environ.get("MINT_NO_PROGRESS")):
         return Progress()
     if sys.stderr.isatty() and not env_flag(os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")):
         return Bar(op, sys.stderr)
-    return Progress() if as_json else Summary(op, sys.stderr)
+    return Progress()
+
+
+def transferred(progress, op: str) -> str:
+    """What PROGRESS counted for OP: "3 blobs, 80.1 MB in 1.2 s (66.8 MB/s)"."""
+    from mint.progress import moved
+
+    return moved(progress, op)
 
 
 class Context:
@@ -57,11 +64,9 @@ class Context:
         the one `mint login URL` kept)."""
         if self._repo is None:
             if self.is_remote:
-                from mint.remote.config import cache_dir, token_for
-                from mint.remote.repo import RemoteRepo
+                from mint.remote.config import cache_dir
 
-                token, cache = token_for(self.path, os.environ), cache_dir(os.environ)
-                self._repo = RemoteRepo(self.path, token, cache=cache)
+                self._repo = registry(self.path, cache=cache_dir(os.environ))
             else:
                 from mint import api
 
@@ -71,6 +76,26 @@ class Context:
     def close(self) -> None:
         if self._repo is not None:
             self._repo.close()
+
+
+def registry_token(url: str) -> dict:
+    """The token for the registry at URL (MINT_TOKEN, else the one `mint login` kept) and
+    where it came from, as `token=` and `token_from=`; a MINT_TOKEN set to nothing is said on
+    stderr, not passed over in silence."""
+    from mint.remote.config import empty_token_variable, token_source
+
+    token, source = token_source(url, os.environ)
+    if empty_token_variable(os.environ):
+        instead = f"the token `mint login` kept ({source})" if token else "no token"
+        click.echo(f"mint: warning: MINT_TOKEN is set but empty; sending {instead}", err=True)
+    return {"token": token, "token_from": source}
+
+
+def registry(url: str, *, cache=None):
+    """A `RemoteRepo` for the registry at URL, with its token (`registry_token`)."""
+    from mint.remote.repo import RemoteRepo
+
+    return RemoteRepo(url, cache=cache, **registry_token(url))
 
 
 def with_repo(fn):

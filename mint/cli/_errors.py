@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable
 
 import click
@@ -37,7 +38,7 @@ def _store_hints(e) -> dict:
         e.StoreError: "run `mint fsck`",
         e.StoreUnavailable: "check the AWS settings (AWS_ENDPOINT_URL, keys) and the bucket",
         e.BlobChanged: "wait until whatever writes the folder is done, then commit again",
-        e.RepoNotFound: "run `mint init` first, or pass --repo DIR",
+        e.RepoNotFound: _repo_hint,
         e.SchemaOutdated: "run `mint db upgrade`",
         e.DatabaseUnavailable: lambda x: (
             "create it first (for PostgreSQL: createdb NAME)" if x.missing_database else None
@@ -58,10 +59,13 @@ def _input_hints(e) -> dict:
             else "pass --create to make a new channel"
         ),
         e.ChannelGuarded: "move it with `mint promote` or `mint rollback` instead",
+        e.DestinationNotEmpty: "give a new or empty folder; `mint checkout REV DIR --force` "
+        "replaces a folder that holds an earlier checkout of the same line, unchanged",
+        e.NotACheckout: "check out into a new or empty folder, or move that one away first",
         e.NotAnAdapter: "is this the folder PEFT's save_pretrained wrote?",
         e.PickleRefused: "convert it where you trust it: load it and call "
         "`model.save_pretrained(dir, safe_serialization=True)` to write safetensors",
-        e.UnknownBase: "register it with `mint base add NAME PATH`, or pass --base NAME",
+        e.UnknownBase: _base_hint,
         e.BaseFolderUnknown: "pass --base-dir DIR",
         e.BaseFolderMismatch: "pass the base the set was committed against (--base-dir DIR)",
         e.ForceNeedsReason: "pass --reason TEXT with --force",
@@ -91,7 +95,7 @@ def _hub_hints(e) -> dict:
 
 def _registry_hints(e) -> dict:
     return {
-        e.Unauthenticated: "set MINT_TOKEN, or run `mint login URL`",
+        e.Unauthenticated: _token_hint,
         e.Forbidden: "ask an admin for a token with that role, or for those lines",
         e.TokenExists: "choose another name; a revoked token's name stays taken",
         e.UnknownToken: "see `mint registry token ls`",
@@ -107,7 +111,7 @@ def _registry_hints(e) -> dict:
 
 def _signing_hints(e) -> dict:
     return {
-        e.SigningUnavailable: "install the sign extra: pip install 'mint[sign]'",
+        e.SigningUnavailable: "install the sign extra: pip install 'mint-lora[sign]'",
         e.KeyExists: "see `mint key ls`",
         e.InvalidSignature: "remove that model.sig, or sign the commit with --sign KEY",
         e.MoveNotSigned: lambda x: (
@@ -134,6 +138,42 @@ def _runtime_hints() -> dict:
     return {
         rt.AmbiguousLabels: "rename one label so that the base's tokenizer can tell them apart"
     }
+
+
+def _token_hint(exc) -> str:
+    """What to fix when a registry refuses the token: the one from MINT_TOKEN, the one `mint
+    login` kept (in which file), or the lack of one."""
+    where, url = getattr(exc, "token_from", None), getattr(exc, "registry", None) or "URL"
+    if where == "MINT_TOKEN":
+        return (
+            "the token sent came from MINT_TOKEN: set it to a valid token, or unset it to use "
+            f"the one `mint login {url}` keeps"
+        )
+    if where:
+        return f"the token sent is the one `mint login` kept in {where}: run `mint login {url}`"
+    return f"set MINT_TOKEN, or run `mint login {url}`"
+
+
+def _base_hint(exc) -> str:
+    """Which bases are registered (to pass one with --base), and how to register another."""
+    known = getattr(exc, "known", None)
+    add = "`mint base add NAME PATH` (the base model's folder or its config.json)"
+    if not known or not isinstance(known, list):
+        return ("no base is registered here yet: " if known == [] else "register it: ") + add
+    shown = ", ".join(map(str, known[:10])) + (", ..." if len(known) > 10 else "")
+    return f"registered here: {shown} (pass one with --base NAME); to register another: {add}"
+
+
+# HOST:PORT (or HOST:PORT/PATH): a registry's address written without its scheme
+_ADDRESS = re.compile(r"^(?:[\w.-]+|\[[0-9a-fA-F:]+\]):\d{1,5}(?:/\S*)?$")
+
+
+def _repo_hint(exc) -> str:
+    """A registry's address given as a folder gets its URL suggested; else how to make one."""
+    given = getattr(exc, "given", None)
+    if isinstance(given, str) and _ADDRESS.match(given):
+        return f"a registry's URL starts with http:// or https://: --repo http://{given}"
+    return "run `mint init` first, or pass --repo DIR"
 
 
 def _revision_hint(exc) -> str | None:

@@ -8,6 +8,7 @@ from mint import api
 from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
 from mint.cli.channel_cmds import gate_report_table as gate_table  # the table promote shows
+from mint.cli.channel_cmds import overridden
 from mint.errors import GateRefused
 
 
@@ -62,6 +63,7 @@ def start(repo, ref, candidate, fraction, contract_name, force, reason, as_json)
     if as_json:
         return emit_json(c)
     echo(_shown(c))
+    overridden(getattr(c, "overridden", None))  # none from a registry before it
 
 
 @canary.command("stop")

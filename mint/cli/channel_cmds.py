@@ -6,7 +6,7 @@ import click
 
 from mint import api
 from mint.cli._common import current_user, json_option, with_repo
-from mint.cli._output import echo, emit_json, short, table
+from mint.cli._output import echo, emit_json, short, table, warn
 from mint.cli.config_cmds import sign_key_from
 from mint.cli.config_cmds import sign_option as _sign_option
 from mint.cli.contract_cmds import checks_table
@@ -46,6 +46,15 @@ def _moved(move, as_json: bool) -> None:
             f"{where}: canary #{move.stopped_canary} ended in the same transaction: its "
             f"baseline no longer holds the channel (mint canary status {where})"
         )
+    overridden(getattr(move, "overridden", None))  # none from a registry before it
+
+
+def overridden(checks) -> None:
+    """The gate's failed checks a --force overrode, as the gate's table shows them."""
+    if checks:
+        n = len(checks)
+        echo(f"forced past {n} failed check{'' if n == 1 else 's'} of the gate:")
+        echo(checks_table(checks))
 
 
 @click.command()
@@ -99,6 +108,7 @@ def promote(
         gate_report_table(exc.report, as_json)
         raise
     _moved(move, as_json)
+    _only_here(repo, move, f"promote {rev} --to {channel}")
 
 
 @click.command()
@@ -139,6 +149,29 @@ def rollback(repo, ref, to, reason, sign_key, password_env, as_json) -> None:
         gate_report_table(exc.report, as_json)
         raise
     _moved(move, as_json)
+    _only_here(repo, move, f"rollback {ref}" + (f" --to {to}" if to else ""))
+
+
+def _only_here(repo, move, command: str) -> None:
+    """A channel moved in a local repository whose remotes hold a channel of that name: say
+    on stderr that only this repository's moved (channels never travel by push), and how to
+    move the registry's. COMMAND: the move, as it would be run against the registry."""
+    if getattr(repo, "is_remote", False) or move.to is None:
+        return
+    held = [
+        r
+        for r in api.remote_refs(repo, move.line)
+        if r.kind == "channel" and r.name == move.channel
+    ]
+    urls = {r.name: r.url for r in api.remote_ls(repo.mint_dir)}
+    for r in held:
+        url = urls.get(r.remote, r.remote)
+        warn(
+            f"note: moved {move.line}@{move.channel} in this repository only; {r.remote}'s "
+            f"{move.line}@{move.channel} stays where it was ({short(r.target)} at the last "
+            f"fetch, {r.ref}): channels never travel by push. To move it there: "
+            f"mint --repo {url} {command}"
+        )
 
 
 def _given(**options) -> dict:
@@ -179,22 +212,35 @@ def history(repo, ref, n, before, verify, as_json) -> None:
     moves = api.history(repo, ref, **_given(n=n, before=before))
     if as_json:
         return emit_json(moves)
+    from mint.cli._times import shown
+
     rows = [
         [
             str(m.id),
-            m.at[:19],
+            shown(m.at),
             m.action,
             short(m.from_),
             short(m.to),
             m.by,
             short(m.contract),
             ",".join(map(str, m.evaluations)) or "-",
-            m.reason or "",
+            clipped(m.reason or ""),
         ]
         for m in moves
     ]
     head = ["ID", "AT", "ACTION", "FROM", "TO", "BY", "CONTRACT", "EVALS", "REASON"]
     echo(table(rows, head))
+    if any(clipped(m.reason or "") != (m.reason or "") for m in moves):
+        warn(f"(reasons cut at {REASON_WIDTH} characters: `mint history {ref} --json` has them)")
+
+
+REASON_WIDTH = 60  # a reason is free text (a canary's holds the gate's evidence): one cell
+
+
+def clipped(text: str, width: int = REASON_WIDTH) -> str:
+    """TEXT as one cell: its first line, cut to WIDTH characters with an ellipsis."""
+    first = " ".join(text.split())
+    return first if len(first) <= width else first[: width - 1] + "…"
 
 
 def _history_verified(items, as_json: bool) -> None:
@@ -204,10 +250,12 @@ def _history_verified(items, as_json: bool) -> None:
     shown = {"valid": lambda i: f"signed by {i.key} ({short(i.fingerprint)})"}
     shown["unsigned"] = lambda i: "unsigned"
     shown["invalid"] = lambda i: f"INVALID: {i.why}"
+    from mint.cli._times import shown as local_time
+
     rows = [
         [
             str(i.move.id),
-            i.move.at[:19],
+            local_time(i.move.at),
             i.move.action,
             short(i.move.from_),
             short(i.move.to),
@@ -219,27 +267,65 @@ def _history_verified(items, as_json: bool) -> None:
     echo(table(rows, ["ID", "AT", "ACTION", "FROM", "TO", "BY", "SIGNATURE"]))
 
 
+STATUS_PAGE = 50  # lines on a page of `mint status` (gh lists 30 at a time)
+
+
 @click.command()
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N lines.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help=f"Lines on the page (default {STATUS_PAGE}).",
+)
 @click.option("--after", metavar="LINE", help="Only lines whose names sort after LINE.")
+@click.option("--all", "everything", is_flag=True, help="Every line, not a page of them.")
 @json_option
 @with_repo
-def status(repo, limit, after, as_json) -> None:
-    """Every line with its head and the holder of each channel, by name (--limit and --after
-    page through them); REMOTE/CHANNEL is a remote's channel as the last fetch saw it."""
-    items = api.status(repo, **_given(limit=limit, after=after))
-    if as_json:
-        return emit_json(items)
-    rows = [
-        [
-            s.name,
-            s.kind,
-            short(s.head),
-            " ".join(f"{k}={short(v)}" for k, v in (s.channels | s.remote).items()) or "-",
-        ]
-        for s in items
+def status(repo, limit, after, everything, as_json) -> None:
+    """Lines by name, a page at a time (the first 50; --after LINE for the next, --all for
+    every one), each with its head and a row for each channel: its holder here, and beside it
+    each remote's holder of that channel as the last fetch saw it."""
+    if everything and limit:
+        raise click.UsageError("--all lists every line: drop --limit")
+    page = None if everything else (limit or STATUS_PAGE)
+    # one line more than the page, to know whether another page follows
+    items = api.status(repo, **_given(limit=page + 1 if page else None, after=after))
+    more = page is not None and len(items) > page
+    items = items[:page] if page is not None else items
+    emit_json(items) if as_json else echo(status_table(items))
+    if more:
+        warn(
+            f"showing the first {page} lines{f' after {after}' if after else ''}: "
+            f"`mint status --after {items[-1].name}` for the next {page}, "
+            "`mint status --all` for every line"
+        )
+
+
+def status_table(items) -> str:
+    """A row for each channel of each line (one for a line without channels): LINE, KIND and
+    HEAD on the line's first row; CHANNEL and its HOLDER here; then a column for each remote
+    on the page, its holder of that channel as last fetched ("ON ORIGIN"). A column more is one
+    entry in `columns`."""
+    remotes = sorted({k.partition("/")[0] for s in items for k in s.remote})
+    rows = []  # (line status, its first row?, channel or None)
+    for s in items:
+        channels = sorted({*s.channels, *(k.partition("/")[2] for k in s.remote)})
+        rows += [(s, i == 0, ch) for i, ch in enumerate(channels or [None])]
+    columns = [
+        ("LINE", lambda s, first, ch: s.name if first else ""),
+        ("KIND", lambda s, first, ch: str(s.kind) if first else ""),
+        ("HEAD", lambda s, first, ch: short(s.head) if first else ""),
+        ("CHANNEL", lambda s, first, ch: ch or "-"),
+        ("HOLDER", lambda s, first, ch: short(s.channels.get(ch)) if ch else ""),
     ]
-    echo(table(rows, ["LINE", "KIND", "HEAD", "CHANNELS"]))
+    columns += [
+        (
+            f"ON {r.upper()}",
+            lambda s, first, ch, r=r: short(s.remote.get(f"{r}/{ch}")) if ch else "",
+        )
+        for r in remotes
+    ]
+    return table([[cell(*row) for _, cell in columns] for row in rows], [h for h, _ in columns])
 
 
 @click.group()

@@ -13,6 +13,7 @@ from mint.cli._common import (
     parse_pairs,
     quiet_option,
     transfer_progress,
+    transferred,
     with_repo,
 )
 from mint.cli._output import echo, emit_json, safe, short, table, warn
@@ -106,23 +107,62 @@ def _check_dataset(repo, data: str) -> None:
 @click.command()
 @click.argument("rev", required=False)
 @click.option("-n", "limit", type=click.IntRange(min=1), help="Show at most N commits.")
+@click.option("--oneline", is_flag=True, help="One line a commit: id, line, names, message.")
+@click.option("--since", metavar="WHEN", help="Only commits made at or after WHEN.")
+@click.option("--until", metavar="WHEN", help="Only commits made at or before WHEN.")
+@click.option("--author", metavar="NAME", help="Only commits whose author's name holds NAME.")
 @json_option
 @with_repo
-def log(repo, rev, limit, as_json) -> None:
-    """Commits reachable from REV, newest first."""
-    items = api.log(repo, rev, limit)
+def log(repo, rev, limit, oneline, since, until, author, as_json) -> None:
+    """Commits reachable from REV (default: every commit), newest first, each with the names
+    that point at it: its line's head, tags, channels, a remote's as last fetched.
+
+    WHEN is a date (2026-12-04), a date and time (local unless it ends in Z or +01:00) or an
+    age (2 days ago, 3h). --author matches a part of the name, in any case. Times are shown in
+    the local zone."""
+    from mint.cli._times import when
+
+    window = {k: when(v, f"--{k}") for k, v in (("since", since), ("until", until)) if v}
+    items = api.log(repo, rev, limit, author=author, **window)
     if as_json:
         return emit_json(items)
-    render_log(items)
+    render_log(items, oneline=oneline)
 
 
-def render_log(items) -> None:
-    """Commits one a line, as `mint log` shows them (`mint search` too)."""
-    for c in items:
-        text = f"{c.id[:12]}  {c.line:<12} {c.created_at[:19]}  {c.author:<10} {c.message}"
-        if len(c.parents) > 1:  # a merge: every parent, first its line's head
-            text += f"  (parents {' '.join(p[:12] for p in c.parents)})"
-        echo(safe(text))
+def render_log(items, *, oneline: bool = False) -> None:
+    """Commits as `mint log` shows them (`mint search` too): a block each, as git's log shows
+    them (id, line and names; author; date; the message indented), or one line each."""
+    from mint.cli._times import shown
+
+    for i, c in enumerate(items):
+        names = _decorations(c)
+        if oneline:
+            first = c.message.splitlines()[0] if c.message else ""
+            echo(safe(f"{short(c.id)} {c.line}{names} {first}"))
+            continue
+        if i:
+            echo()
+        echo(safe(f"commit {short(c.id)} {c.line}{names}"))
+        if len(c.parents) > 1:  # a merge: every parent, its line's head first, as git shows
+            echo(f"Merge:  {' '.join(short(p) for p in c.parents)}")
+        echo(safe(f"Author: {c.author}"))
+        echo(f"Date:   {shown(c.created_at)}")
+        echo()
+        for text in c.message.splitlines() or [""]:
+            echo(safe(f"    {text}"))
+
+
+def _decorations(c) -> str:
+    """(head, tag: v3, production, origin/production): the names pointing at commit C, each
+    without its line (the commit's line is shown beside them)."""
+    refs = getattr(c, "refs", None) or []  # a registry before decorations sends none
+    if not refs:
+        return ""
+    words = []
+    for d in refs:
+        name = d.name.split("@", 1)[1] if "@" in d.name else d.name
+        words.append({"head": "head", "tag": f"tag: {name}"}.get(d.kind, name))
+    return " (" + ", ".join(words) + ")"
 
 
 @click.command()
@@ -145,56 +185,97 @@ def show(repo, rev, all_tensors, tensors_offset, tensors_limit, as_json) -> None
     d = api.show(repo, rev, wanted, tensors_offset or 0, tensors_limit)
     if as_json:
         return emit_json(d)
-    echo(f"commit {d.id}  ({d.kind} on {d.line})")
-    fields = [
-        ("parents", " ".join(short(p) for p in d.parents) or "-"),
-        ("author", d.author),
-        ("date", d.created_at),
-        ("base", f"{d.base} ({short(d.base_fingerprint)})"),
-        ("tags", ", ".join(d.tags) or "-"),
+    echo(fields_text(show_fields(d, rev, listed)))
+    echo(f"\n{indented(d.message)}")
+
+
+def show_fields(d, rev: str, listed: bool) -> list[tuple[str, list[str]]]:
+    """What `show` prints of commit D, as (label, lines): one layout for every part, a label
+    in the first column and its lines in the second, the message below them."""
+    from mint.cli._times import shown
+
+    out = [
+        ("commit", [f"{d.id}  ({d.kind} on {d.line})"]),
+        ("parents", [" ".join(short(p) for p in d.parents) or "-"]),
+        ("author", [d.author]),
+        ("date", [shown(d.created_at)]),
+        ("base", [f"{d.base} ({short(d.base_fingerprint)})"]),
+        ("tags", [", ".join(d.tags) or "-"]),
     ]
     if d.signatures:
-        fields.append(("signed", f"{len(d.signatures)} signature(s): see mint verify {rev}"))
+        out.append(("signed", [f"{len(d.signatures)} signature(s): see mint verify {rev}"]))
     if d.peft:
         p = d.peft
-        fields.append(
-            (
-                "peft",
-                f"{p['peft_type']} r={p['r']} alpha={p['lora_alpha']} "
-                f"targets={p['target_modules']}",
-            )
-        )
-    fields += list(d.meta.items()) + [(f"provenance.{k}", v) for k, v in d.provenance.items()]
+        targets = p["target_modules"]
+        targets = ", ".join(targets) if isinstance(targets, list) else str(targets)
+        out.append(("peft", [f"{p['peft_type']} r={p['r']} alpha={p['lora_alpha']}, {targets}"]))
+    if d.meta:
+        out.append(("meta", [f"{k}={v}" for k, v in d.meta.items()]))
+    if d.provenance:
+        out.append(("provenance", [f"{k}={v}" for k, v in d.provenance.items()]))
     if d.dataset:
         ds = d.dataset
-        fields.append(
+        out.append(
             (
                 "dataset",
-                f"{ds.format} export of {ds.records} traces, {ds.size:,} bytes, by "
-                f"{ds.created_by} (mint dataset show {short(ds.id)})",
+                [
+                    f"{ds.format} export of {ds.records} traces, {ds.size:,} bytes, by "
+                    f"{ds.created_by} (mint dataset show {short(ds.id)})"
+                ],
             )
         )
-    for label, value in fields:
-        echo(f"{safe(label) + ':':<10}{safe(value)}")
-    echo(f"\n    {safe(d.message)}\n")
-    for m in d.members:
-        echo(safe(f"  {m.role:<8} {m.label:<10} {m.commit_id[:12]}  ({m.requested})"))
-    for path, f in d.files.items():
-        echo(f"  {f.sha256[:12]}  {f.size:>12,}  {safe(path)}")
-    render_tensors(d, rev, listed)
+    if d.members:
+        rows = [[m.role, m.label, short(m.commit_id), f"({m.requested})"] for m in d.members]
+        out.append(("members", _columns(rows)))
+    rows = [[short(f.sha256), f"{f.size:,}", path] for path, f in d.files.items()]
+    out.append(("files", _columns(rows, right={1})))
+    out += tensor_fields(d, rev, listed)
+    return out
 
 
-def render_tensors(d, rev: str, listed: bool) -> None:
+def tensor_fields(d, rev: str, listed: bool) -> list[tuple[str, list[str]]]:
     """The tensor table's summary, and its rows (those D holds) when LISTED."""
     count = d.tensor_count or len(d.tensors)  # a registry before issue 24 sends no count
     nbytes = d.tensor_bytes or sum(t.nbytes for t in d.tensors)
-    if count:
-        echo(f"  {count} tensors, {nbytes:,} bytes")
-    if count and not listed:
-        echo(f"  (mint show {safe(rev)} --tensors lists them)")
-    for t in d.tensors if listed else ():
-        shape = "x".join(map(str, t.shape))
-        echo(safe(f"  {t.sha256[:12]}  {t.dtype:<5} {shape:>14} {t.nbytes:>12,}  {t.name}"))
+    if not count:
+        return []
+    lines = [f"{count} tensors, {nbytes:,} bytes"]
+    if not listed:
+        lines[0] += f" (mint show {rev} --tensors lists them)"
+        return [("tensors", lines)]
+    rows = [
+        [short(t.sha256), t.dtype, "x".join(map(str, t.shape)), f"{t.nbytes:,}", t.name]
+        for t in d.tensors
+    ]
+    return [("tensors", lines + _columns(rows, right={2, 3}))]
+
+
+def _columns(rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+    """ROWS as aligned text lines (the columns in RIGHT aligned right)."""
+    if not rows:
+        return ["-"]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            str(c).rjust(w) if i in right else str(c).ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths))
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def fields_text(fields: list[tuple[str, list[str]]]) -> str:
+    """FIELDS as two columns: each label once, its lines one below the other."""
+    width = max(len(label) for label, _ in fields) + 2
+    out = []
+    for label, lines in fields:
+        for i, line in enumerate(lines or ["-"]):
+            out.append(safe(f"{(label if i == 0 else ''):<{width}}{line}"))
+    return "\n".join(out)
+
+
+def indented(message: str) -> str:
+    return "\n".join(safe(f"    {line}") for line in message.splitlines() or [""])
 
 
 @click.command()
@@ -217,26 +298,45 @@ def diff(repo, rev_a, rev_b, as_json) -> None:
     for name in d.tensors.removed:
         echo(f"  - {safe(name)}")
     for c in d.tensors.changed:
-        delta = "n/a" if c.rel_delta is None else f"{c.rel_delta:.4g}"
-        echo(f"  ~ {safe(c.name)}  rel_delta={delta}")
+        echo(f"  ~ {safe(c.name)}  {_tensor_change(c)}")
     if d.empty:
         echo("  no differences")
+
+
+def _tensor_change(c) -> str:
+    """rel_delta=0.1234, or the shape that changed (no delta between two shapes)."""
+    a, b = getattr(c, "shape_a", None), getattr(c, "shape_b", None)
+    if a is not None and b is not None and a != b:
+        return f"shape {'x'.join(map(str, a))} -> {'x'.join(map(str, b))}"
+    if c.rel_delta is None:
+        return "rel_delta=n/a (not a float tensor, or zero before)"
+    return f"rel_delta={c.rel_delta:.4g}"
 
 
 @click.command()
 @click.argument("rev")
 @click.argument("directory", type=click.Path())
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace DIRECTORY if it holds an earlier checkout of REV's line, unchanged (only then).",
+)
 @json_option
 @quiet_option
 @with_repo
-def checkout(repo, rev, directory, as_json, quiet) -> None:
-    """Write REV's files, byte for byte, into DIRECTORY (new or empty)."""
+def checkout(repo, rev, directory, force, as_json, quiet) -> None:
+    """Write REV's files, byte for byte, into DIRECTORY (new or empty; with --force, one that
+    holds an earlier checkout of the same line, as mint wrote it, is replaced)."""
     with transfer_progress("checkout", quiet, as_json) as progress:
-        r = api.checkout(repo, rev, directory, progress=progress)
+        r = api.checkout(repo, rev, directory, progress=progress, force=force)
         progress.close()
         if as_json:
             return emit_json(r)
-        echo(f"checked out {short(r.id)} into {r.path}: {r.files} files, {r.bytes:,} bytes")
+        instead = f" (replacing the checkout of {short(r.replaced)})" if r.replaced else ""
+        echo(
+            f"checked out {short(r.id)} into {safe(r.path)}{instead}: "
+            f"{transferred(progress, 'checkout')}"
+        )
 
 
 @click.command("ls")

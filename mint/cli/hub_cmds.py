@@ -5,7 +5,14 @@ from __future__ import annotations
 import click
 
 from mint import api
-from mint.cli._common import current_user, json_option, quiet_option, transfer_progress, with_repo
+from mint.cli._common import (
+    current_user,
+    json_option,
+    quiet_option,
+    transfer_progress,
+    transferred,
+    with_repo,
+)
 from mint.cli._output import echo, emit_json, safe, short
 from mint.cli.key_cmds import key_text
 
@@ -66,24 +73,25 @@ def pull(repo, uri, line, base_name, tag, all_tags, verify_signature, key_name, 
             public_key=key_text(public_key, "--public-key"),
         )
         progress.close()
-        emit_json(r) if as_json else _rendered(r)
+        emit_json(r) if as_json else _rendered(r, transferred(progress, "pull"))
 
 
-def _rendered(r) -> None:
+def _rendered(r, moved: str) -> None:
+    """One summary line (what was downloaded, how fast), then a line for each revision."""
     if not r.pulled:
         return echo(f"{r.uri} has no tags: nothing to pull")
-    for p in r.pulled:
-        _render(r.repo_id, p)
     if len(r.pulled) > 1:
-        echo(f"{r.created} new of {len(r.pulled)} revisions")
+        echo(f"pulled {r.created} new of {len(r.pulled)} revisions: downloaded {moved}")
+    for p in r.pulled:
+        _render(r.repo_id, p, moved if len(r.pulled) == 1 else None)
 
 
-def _render(repo_id: str, p) -> None:
+def _render(repo_id: str, p, moved: str | None) -> None:
     where = safe(f"hf://{repo_id}@{p.revision} ({p.sha[:12]})")
     if p.created:
         tags = f" tagged {', '.join(p.tags)}" if p.tags else ""
-        stored = f"({p.bytes_written:,} bytes stored)"
-        echo(f"pulled {where} -> {p.kind} {p.line} {short(p.id)}{tags} {stored}")
+        stored = f"{p.bytes_written:,} bytes stored" + (f"; downloaded {moved}" if moved else "")
+        echo(f"pulled {where} -> {p.kind} {p.line} {short(p.id)}{tags} ({stored})")
         if p.verified_by is not None:
             k = p.verified_by
             echo(safe(f"  signed by {k.key or 'the key given'} ({k.fingerprint[:16]}...)"))
@@ -95,7 +103,8 @@ def _render(repo_id: str, p) -> None:
     else:
         tags = f"; tagged it {', '.join(p.tags)}" if p.tags else ""
         what = f"{p.kind} {p.line} {short(p.id)}"
-        echo(f"already in the store: {where} is {what}; nothing pulled{tags}")
+        downloaded = f" (downloaded {moved})" if moved else ""
+        echo(f"pulled nothing: {where} is already in the store as {what}{tags}{downloaded}")
 
 
 def register(cli: click.Group) -> None:

@@ -14,7 +14,10 @@ from mint.cli._common import (
     current_user,
     json_option,
     quiet_option,
+    registry,
+    registry_token,
     transfer_progress,
+    transferred,
 )
 from mint.cli._output import echo, emit_json, short
 from mint.ids import is_url
@@ -31,11 +34,10 @@ def _local(ctx: Context, what: str):
 
 def _registry(ctx: Context, name: str):
     """The RemoteRepo for REMOTE, a remote's name or a registry URL."""
-    from mint.remote.config import remote_url, token_for
-    from mint.remote.repo import RemoteRepo
+    from mint.remote.config import remote_url
 
     url = remote_url(None if is_url(name) else _local(ctx, "a remote").mint_dir, name)
-    return RemoteRepo(url, token_for(url, os.environ))
+    return registry(url)
 
 
 # --- remotes ----------------------------------------------------------------------------
@@ -106,12 +108,12 @@ def push(ctx: Context, remote_name, specs, tags, force, as_json, quiet) -> None:
         finally:
             target.close()
         progress.close()
-        emit_json(r) if as_json else _pushed(r)
+        emit_json(r) if as_json else _pushed(r, transferred(progress, "push"))
         _refused(r.refused)
 
 
-def _pushed(r) -> None:
-    echo(f"push to {r.remote}: {r.commits} commits, {r.blobs} blobs ({r.bytes:,} bytes)")
+def _pushed(r, moved: str) -> None:
+    echo(f"pushed to {r.remote}: {r.commits} commit{'' if r.commits == 1 else 's'}, {moved}")
     for p in r.lines:
         moved = f"{short(p.old)} -> {short(p.new)}" if p.moved else "up to date"
         if p.member:  # it only fast-forwards: the registry may be past it, or elsewhere
@@ -156,12 +158,14 @@ def fetch(ctx: Context, remote_name, lines, as_json, quiet) -> None:
         finally:
             source.close()
         progress.close()
+        if not as_json:
+            echo(f"fetched from {r.remote}: {transferred(progress, 'fetch')}")
         emit_json(r) if as_json else _fetched(r)
         _refused(r.conflicts)
 
 
 def _fetched(r) -> None:
-    echo(f"fetch from {r.remote}: {r.blobs} blobs ({r.bytes:,} bytes)")
+    """Each line fetched, the tags, and the refs pruned, under the command's summary line."""
     for f in r.lines:
         where = {
             "new": f"new at {short(f.remote)}",
@@ -187,13 +191,11 @@ def _fetched(r) -> None:
 @quiet_option
 def clone(url, directory, lines, db_url, as_json, quiet) -> None:
     """A new repository in DIRECTORY from the registry at URL (its remote "origin")."""
-    from mint.remote.config import token_for
-
     with transfer_progress("clone", quiet, as_json) as progress:
         r = api.clone(
             url,
             directory,
-            token=token_for(url, os.environ),
+            **registry_token(url),
             lines=list(lines) or None,
             by=current_user(),
             db_url=db_url or os.environ.get("MINT_DB_URL") or None,
@@ -203,7 +205,7 @@ def clone(url, directory, lines, db_url, as_json, quiet) -> None:
         if as_json:
             emit_json(r)
         else:
-            echo(f"cloned {r.url} into {r.path}")
+            echo(f"cloned {r.url} into {r.path}: {transferred(progress, 'clone')}")
             _fetched(r.fetched)
         _refused(r.fetched.conflicts)
 

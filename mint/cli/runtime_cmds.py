@@ -14,9 +14,10 @@ from mint.cli._common import (
     json_option,
     quiet_option,
     transfer_progress,
+    transferred,
     with_repo,
 )
-from mint.cli._output import echo, emit_json, is_tty, short, table, warn
+from mint.cli._output import echo, emit_json, is_tty, safe, short, table, warn
 
 
 def quiet_libraries() -> None:
@@ -406,9 +407,10 @@ def export_cmd(repo, rev, directory, fmt, as_json, quiet) -> None:
         progress.close()
         if as_json:
             return emit_json(r)
+        also = f"; also {', '.join(r.files)}" if r.files else ""
         echo(
-            f"exported {short(r.id)} as {r.format} into {r.path}: {', '.join(r.adapters)}"
-            + (f"; {', '.join(r.files)}" if r.files else "")
+            f"exported {short(r.id)} as {r.format} into {safe(r.path)}: "
+            f"{transferred(progress, 'export')}; adapters {', '.join(r.adapters)}{also}"
         )
 
 

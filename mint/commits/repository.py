@@ -80,13 +80,25 @@ def resolve_rev(repo: Repo, rev: str) -> CommitId:
         return resolve(conn, rev).id
 
 
-def log(repo: Repo, rev: str | None = None, n: int | None = None) -> list[CommitInfo]:
-    """Ancestors of REV newest first; without REV, every commit newest first."""
+def log(
+    repo: Repo,
+    rev: str | None = None,
+    n: int | None = None,
+    *,
+    since: str | dt.datetime | None = None,
+    until: str | dt.datetime | None = None,
+    author: str | None = None,
+) -> list[CommitInfo]:
+    """Ancestors of REV newest first; without REV, every commit newest first. At most N;
+    only those made from SINCE to UNTIL (datetimes, or ISO 8601 text; UTC without a zone), by
+    an author whose name holds AUTHOR (any case). Each with the names that point at it."""
+    from mint.commits import log as history
+
+    narrow = history.narrowing(since, until, author)
     with repo.db.read(autocommit=True) as conn:
         if rev is not None:
-            return rows.walk(conn, resolve(conn, rev).id, n)
-        q = sa.select(s.commits).order_by(s.commits.c.created_at.desc(), s.commits.c.id)
-        return rows.infos(conn, conn.execute(q.limit(n) if n else q))
+            return history.walk(conn, resolve(conn, rev).id, n, narrow)
+        return history.newest(conn, n, narrow)
 
 
 def show(
@@ -152,7 +164,7 @@ def diff(repo: Repo, rev_a: str, rev_b: str) -> Diff:
         b = rows.detail(conn, resolve(conn, rev_b).id)
     ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
     changed = [
-        TensorChange(name, _rel_delta(repo, a, ta[name], b, tb[name]))
+        _change(repo, a, ta[name], b, tb[name])
         for name in sorted(set(ta) & set(tb))
         if ta[name].sha256 != tb[name].sha256
     ]
@@ -170,9 +182,14 @@ def _changed(a: dict, b: dict) -> dict[str, list]:
     return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
+def _change(repo: Repo, a: CommitDetail, ta: TensorEntry, b: CommitDetail, tb: TensorEntry):
+    """How tensor TA of A became TB of B: its relative change, or its two shapes."""
+    if list(ta.shape) != list(tb.shape):
+        return TensorChange(ta.name, None, list(ta.shape), list(tb.shape))
+    return TensorChange(ta.name, _rel_delta(repo, a, ta, b, tb))
+
+
 def _rel_delta(repo: Repo, a: CommitDetail, ta: TensorEntry, b: CommitDetail, tb: TensorEntry):
-    if ta.shape != tb.shape:
-        return None
     va = _tensor(repo, a, ta)
     vb = _tensor(repo, b, tb)
     if va is None or vb is None:

@@ -15,6 +15,7 @@ from mint.commits.trees import tree_of as tree_of  # where a commit's content id
 from mint.errors import RevisionNotFound
 from mint.ids import CommitId, Kind, RefKind, Role, iso, object_id, utcnow
 from mint.objects import CommitDetail, CommitInfo, FileEntry, Member, TensorEntry
+from mint.refs.decorations import decorations
 
 
 @dataclass(frozen=True)
@@ -189,40 +190,6 @@ def parents_of(conn: Connection, cid: str) -> list[str]:
     return [r[0] for r in conn.execute(q.order_by(s.commit_parents.c.idx))]
 
 
-def walk(conn: Connection, start: str, limit: int | None = None) -> list[CommitInfo]:
-    """Ancestors of `start` (itself included), newest first, in three queries.
-
-    A parent is always older than its child, so a commit more than `limit` steps from
-    `start` has at least `limit` newer ancestors on its path and cannot be among the
-    `limit` newest: the recursive walk stops at that depth.
-    """
-    commit_row(conn, start)  # an unknown start is an error, not an empty log
-    params = {"start": start, "depth": (limit or 0) - 1, "limit": limit}
-    rows = conn.execute(_ancestors(bool(limit)), params).all()
-    parents = _parents_of_many(conn, [r.id for r in rows])
-    return [_info(r, parents.get(r.id, [])) for r in rows]
-
-
-@functools.cache
-def _ancestors(limited: bool):
-    """`walk`'s statement, built once for each shape (with a :limit or without), as
-    `_commit_by_id`: building the recursive walk for each call cost more than running it for
-    20 commits (issue 24)."""
-    cp = s.commit_parents
-    start = sa.bindparam("start", type_=sa.String(64))
-    anc = sa.select(start.label("id"), sa.literal(0).label("depth")).cte("anc", recursive=True)
-    step = sa.select(cp.c.parent_id, anc.c.depth + 1).join(anc, cp.c.commit_id == anc.c.id)
-    if limited:
-        step = step.where(anc.c.depth < sa.bindparam("depth", type_=sa.Integer))
-    anc = anc.union(step)
-    q = (
-        sa.select(s.commits)
-        .where(s.commits.c.id.in_(sa.select(anc.c.id)))
-        .order_by(s.commits.c.created_at.desc(), s.commits.c.id)
-    )
-    return q.limit(sa.bindparam("limit", type_=sa.Integer)) if limited else q
-
-
 def _parents_of_many(conn: Connection, ids: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for i in range(0, len(ids), 500):
@@ -241,7 +208,7 @@ def _parents_of_ids():
     )
 
 
-def _info(row, parents: list[str]) -> CommitInfo:
+def _info(row, parents: list[str], refs: list) -> CommitInfo:
     return CommitInfo(
         id=CommitId(row.id),
         kind=Kind(row.kind),
@@ -251,13 +218,17 @@ def _info(row, parents: list[str]) -> CommitInfo:
         author=row.author,
         created_at=iso(row.created_at),
         meta=row.meta or {},
+        refs=refs,
     )
 
 
 def infos(conn: Connection, rows) -> list[CommitInfo]:
+    """ROWS (of the commits table) as `log` shows them: with their parents, and the names
+    that point at each (its line's head, tags, channels, remotes' refs)."""
     rows = list(rows)
-    parents = _parents_of_many(conn, [r.id for r in rows])
-    return [_info(r, parents.get(r.id, [])) for r in rows]
+    ids = [r.id for r in rows]
+    parents, refs = _parents_of_many(conn, ids), decorations(conn, ids, {r.line for r in rows})
+    return [_info(r, parents.get(r.id, []), refs.get(r.id, [])) for r in rows]
 
 
 def files_of(conn: Connection, cid: str) -> dict[str, FileEntry]:

@@ -42,7 +42,9 @@ def error_fields(cls: type) -> tuple[str, ...]:
 
 
 class RepoNotFound(MintError, FileNotFoundError):
-    pass
+    def __init__(self, message: str, given: str | None = None):
+        super().__init__(message)
+        self.given = given  # the path as the caller wrote it
 
 
 class RepoExists(MintError, FileExistsError):
@@ -177,7 +179,7 @@ class BaseMismatch(MintError, ValueError):
 
 
 class UnknownBase(MintError, LookupError):
-    def __init__(self, name: str | None, why: str | None = None):
+    def __init__(self, name: str | None, why: str | None = None, known: list[str] | None = None):
         if why is None:
             why = (
                 "the adapter names no base_model_name_or_path"
@@ -185,7 +187,7 @@ class UnknownBase(MintError, LookupError):
                 else f"base {name!r} is not registered"
             )
         super().__init__(why)
-        self.name, self.why = name, why
+        self.name, self.why, self.known = name, why, known  # known: the registered bases
 
 
 class BaseFolderMismatch(BaseMismatch):
@@ -213,6 +215,13 @@ class DestinationNotEmpty(MintError, FileExistsError):
     def __init__(self, path: str):
         super().__init__(f"{path} exists and is not an empty folder")
         self.path = path
+
+
+class NotACheckout(DestinationNotEmpty):
+    def __init__(self, path: str, line: str):
+        why = "a file of its own, or one changed, added or removed since"
+        MintError.__init__(self, f"{path} holds no checkout of {line} as mint wrote it ({why})")
+        self.path, self.line = path, line
 
 
 class UnsafePath(MintError, ValueError):

@@ -25,6 +25,7 @@ names the holder now, so nothing compares a candidate with a set that no longer 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 
@@ -165,7 +166,8 @@ def canary_start(
             line, channel, RefKind.CANARY, Action.CANARY_START, baseline, cid, by=by, reason=logged
         )
         _evidence(conn, entry, report)
-        return as_canary(_row(conn, new_id))
+        started = as_canary(_row(conn, new_id))
+    return dataclasses.replace(started, overridden=[c for c in report.checks if not c.ok])
 
 
 FORCED = "forced past a refusing gate"

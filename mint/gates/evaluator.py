@@ -7,12 +7,27 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 from mint.errors import EvaluationFailed
 
+# A command whose first word is one of these runs in the interpreter that runs mint, not in
+# whichever `python` the PATH finds first: mint run by its full path from a virtual environment
+# (as cron and CI run it) finds its own packages, and the evaluator with them.
+INTERPRETER_NAMES = ("python", "python3")
+
+
+def evaluator_argv(argv: list[str]) -> list[str]:
+    """ARGV with a first word `python` or `python3` replaced by the running interpreter."""
+    if argv and argv[0] in INTERPRETER_NAMES and sys.executable:
+        return [sys.executable, *argv[1:]]
+    return list(argv)
+
 
 def run_command(argv: list[str], timeout: float, cwd=None, env: dict | None = None) -> str:
-    """ARGV's standard output; it runs in CWD (default: here) with ENV (default: ours)."""
+    """ARGV's standard output (its `python` the running interpreter), with a deadline; it runs
+    in CWD (default: here) with ENV (default: ours)."""
+    argv = evaluator_argv(argv)
     try:
         proc = subprocess.Popen(
             argv,

@@ -124,6 +124,8 @@ def _promote_once(repo, rev, channel, contract, force, reason, by, create, signi
         crash_point("promote.in-transaction")
         settle(conn, move, signing, signed=signed)
     crash_point("promote.after-transaction")
+    if action == Action.FORCE:  # what the force overrode, said where it was done
+        return dataclasses.replace(move, overridden=[c for c in report.checks if not c.ok])
     return move
 
 

@@ -41,8 +41,19 @@ class TensorEntry:
 
 
 @frozen
+class Decoration:
+    """A name that points at a commit, as `mint log` shows it beside the commit (git's
+    decorations): KIND is "head" (NAME is the line whose head it is), "tag", "channel", or
+    "remote" (a remote's tag or channel as the last fetch saw it); NAME is how a revision
+    writes it (chat, chat@v3, chat@production, chat@origin/production)."""
+
+    name: str
+    kind: str
+
+
+@frozen
 class CommitInfo:
-    """What `log` shows of a commit."""
+    """What `log` shows of a commit; `refs`: the names that point at it (`log` fills them)."""
 
     id: CommitId
     kind: Kind
@@ -52,6 +63,7 @@ class CommitInfo:
     author: str
     created_at: str
     meta: dict
+    refs: list[Decoration] = field(default_factory=list)
 
 
 @frozen
@@ -135,7 +147,11 @@ class RefInfo:
 @frozen
 class TensorChange:
     name: str
-    rel_delta: float | None  # ‖B−A‖/‖A‖; None when it cannot be computed (non-float dtype)
+    # ‖B−A‖/‖A‖; None when it cannot be computed (a non-float dtype, a new shape, a zero A)
+    rel_delta: float | None
+    # the shapes, when they differ (a changed rank r): then there is no rel_delta
+    shape_a: list[int] | None = None
+    shape_b: list[int] | None = None
 
 
 @frozen
@@ -166,6 +182,7 @@ class CheckoutResult:
     path: str
     files: int
     bytes: int
+    replaced: CommitId | None = None  # --force: the commit whose checkout was there before
 
 
 @frozen

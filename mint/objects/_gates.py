@@ -92,6 +92,10 @@ class Move:
     evaluations: list[int]
     # an open canary this move stopped in its transaction (its baseline no longer holds)
     stopped_canary: int | None = None
+    # A forced promote's answer: the gate's checks that failed and were overridden (the channel
+    # page recomputes the same rows for every forced move of its history; history rows leave
+    # this empty).
+    overridden: list[Check] = field(default_factory=list)
 
 
 @frozen
@@ -129,6 +133,7 @@ class Canary:
     stopped_by: str | None = None
     outcome: CanaryOutcome | None = None
     reason: str | None = None
+    overridden: list[Check] = field(default_factory=list)  # a forced start's failed checks
 
 
 @frozen

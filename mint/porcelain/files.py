@@ -19,18 +19,36 @@ from mint.signing import signature_items
 
 
 def checkout(
-    repo, rev: str, dest: str | os.PathLike, progress: Progress | None = None
+    repo,
+    rev: str,
+    dest: str | os.PathLike,
+    progress: Progress | None = None,
+    *,
+    force: bool = False,
 ) -> CheckoutResult:
     """Write REV's files, byte for byte, into DEST, which must be new or empty; the bytes
-    written are reported to PROGRESS (default: counted, shown nowhere).
+    written are reported to PROGRESS (default: counted, shown nowhere). With FORCE, a DEST
+    that holds an earlier checkout of REV's line, unchanged, is replaced (`replacing`);
+    any other folder is refused (NotACheckout).
 
     A set checks out as mol.toml with commit ids, its prompts and a folder per member; an
     adapter commit that carries a signature, with its model.sig beside its files."""
     b = backend_of(repo)
-    dest = empty_destination(dest)
+    dest = Path(dest)
+    occupied = dest.exists() and (not dest.is_dir() or any(dest.iterdir()))
+    if not (force and occupied and dest.is_dir()):
+        dest = empty_destination(dest)
     detail = b.show(rev)
     items, members = layout(b, detail)
     items += signature_items(detail, members)
+    if force and occupied and dest.is_dir():
+        from mint.porcelain.replacing import replace_checkout
+
+        def write(folder: Path) -> tuple[int, int]:
+            return write_layout(b, items, [detail, *members], folder, progress)
+
+        held, (files, size) = replace_checkout(b, dest, detail, write)
+        return CheckoutResult(CommitId(detail.id), str(dest), files, size, replaced=held)
     files, size = write_layout(b, items, [detail, *members], dest, progress)
     return CheckoutResult(CommitId(detail.id), str(dest), files, size)
 

@@ -115,10 +115,10 @@ def resolve(conn: Connection, rev: str) -> Resolved:
     resolved = _resolve_base(conn, m.group("base"), rev, m.group("tilde"))
     steps = sum(int(t) if t else 1 for t in m.group("tilde").split("~")[1:])
     commit = resolved.id
-    for _ in range(steps):
+    for taken in range(steps):
         parent = conn.execute(_first_parent(), {"cid": commit}).scalar()
         if parent is None:
-            raise RevisionNotFound(rev, f"{commit[:12]} has no parent")
+            raise RevisionNotFound(rev, _past_the_first(m.group("base"), taken, commit))
         commit = parent
     return Resolved(
         CommitId(commit),
@@ -126,6 +126,14 @@ def resolve(conn: Connection, rev: str) -> Resolved:
         resolved.ref if not steps else None,
         resolved.ref_kind if not steps else None,
     )
+
+
+def _past_the_first(base: str, taken: int, first: str) -> str:
+    """Why BASE~N names nothing when, TAKEN steps back, FIRST has no parent."""
+    n = taken + 1
+    commits = f"{n} commit{'' if n == 1 else 's'}"
+    oldest = f"{base}~{taken}" if taken else base
+    return f"the history of {base} has {commits} ({oldest} is the first, {first[:12]})"
 
 
 @functools.cache

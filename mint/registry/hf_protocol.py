@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 
 from mint import schema as s
 from mint.commits import rows
+from mint.commits.log import walk
 from mint.errors import InvalidName, MintError
 from mint.ids import RefKind
 from mint.refs import check_name, find_line, resolve
@@ -139,7 +140,7 @@ def commits_of(
         cid = revision_of(conn, line, rev, hf_main)
         if check is not None:
             check(conn, [cid])
-        shown = [c for c in rows.walk(conn, cid) if check is None or _may(check, conn, c.id)]
+        shown = [c for c in walk(conn, cid) if check is None or _may(check, conn, c.id)]
     return [
         {
             "id": c.id[:SHOWN],

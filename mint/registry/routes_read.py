@@ -59,16 +59,25 @@ def resolve(repo: RepoDep, who: Reader, rev: RevQuery) -> MintJSON:
     return answer({"id": api.resolve(repo, rev)})
 
 
+Moment = Annotated[
+    str | None, Query(max_length=64, description="a time in ISO 8601 (UTC without a zone)")
+]
+
+
 @router.get("/log", response_model=list_of(objects.CommitInfo))
 def log(
     repo: RepoDep,
     who: Reader,
     rev: RevQuery | None = None,
     n: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+    since: Moment = None,
+    until: Moment = None,
+    author: Annotated[str | None, Query(max_length=200)] = None,
 ) -> MintJSON:
     if rev is not None:
         check_rev(repo, who, rev)
-    return answer(visible(who, api.log(repo, rev, n), lambda c: c.line))
+    found = api.log(repo, rev, n, since=since, until=until, author=author)
+    return answer(visible(who, found, lambda c: c.line))
 
 
 KindQuery = Annotated[Kind, Query(description="the kind of commits the line must hold")]

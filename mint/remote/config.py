@@ -119,12 +119,25 @@ def save_token(folder: Path, url: str, token: str) -> Path:
 def token_for(url: str, env: Mapping[str, str]) -> str | None:
     """MINT_TOKEN, else the token `mint login` kept for URL (or for a registry URL that
     URL lies under, under any loopback name), else None."""
-    if env.get("MINT_TOKEN"):
-        return env["MINT_TOKEN"].strip()
-    tokens = {site(u): t for u, t in _read(config_dir(env) / TOKENS).items()}
+    return token_source(url, env)[0]
+
+
+def token_source(url: str, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(the token `token_for` gives, where it came from: "MINT_TOKEN", the path of the file
+    `mint login` keeps tokens in, or None with no token). A MINT_TOKEN that is set but empty
+    counts as unset (the caller may say so: `empty_token_variable`)."""
+    if (env.get("MINT_TOKEN") or "").strip():
+        return env["MINT_TOKEN"].strip(), "MINT_TOKEN"
+    path = config_dir(env) / TOKENS
+    tokens = {site(u): t for u, t in _read(path).items()}
     url = site(url)
     under = [u for u in tokens if url == u or url.startswith(u + "/")]
-    return tokens[max(under, key=len)] if under else None
+    return (tokens[max(under, key=len)], str(path)) if under else (None, None)
+
+
+def empty_token_variable(env: Mapping[str, str]) -> bool:
+    """Whether MINT_TOKEN is set, but to nothing (blanks): `token_for` then looks past it."""
+    return "MINT_TOKEN" in env and not env["MINT_TOKEN"].strip()
 
 
 def site(url: str) -> str:

@@ -187,15 +187,17 @@ def clone(
     db_url: str | None = None,
     progress: Progress | None = None,
     transport=None,
+    token_from: str | None = None,
 ) -> CloneResult:
-    """A new repository at DEST (new or empty) with remote "origin" at URL, fetched."""
+    """A new repository at DEST (new or empty) with remote "origin" at URL, fetched (TOKEN
+    came from TOKEN_FROM, for the words of a refusal)."""
     from mint.remote.config import ORIGIN, remote_add
     from mint.repo import init
 
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise DestinationNotEmpty(str(dest))
-    remote = RemoteRepo(url, token, transport=transport)
+    remote = RemoteRepo(url, token, transport=transport, token_from=token_from)
     try:
         remote.whoami()  # a wrong URL or token fails before anything is written
         created = not dest.exists()

@@ -35,8 +35,9 @@ def segment(text: str) -> str:
 class Client:
     """One registry's API. Every method raises mint's errors, never httpx's."""
 
-    def __init__(self, url: str, token: str | None, *, transport=None):
+    def __init__(self, url: str, token: str | None, *, transport=None, token_from=None):
         self.url = normalize(url)
+        self.sent_token, self.token_from = bool(token), token_from
         headers = {"User-Agent": f"mint/{__version__}"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -138,7 +139,7 @@ class Client:
             with self._http.stream("GET", path) as r:
                 if r.status_code >= 400:
                     r.read()
-                    raise error_from(r)
+                    raise self._refused(r)
                 yield r
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
@@ -149,8 +150,17 @@ class Client:
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         if r.status_code >= 400:
-            raise error_from(r)
+            raise self._refused(r)
         return r
+
+    def _refused(self, r: httpx.Response) -> Exception:
+        """The error answer R as mint's error; a refused token's error says which token was
+        sent, and where it came from (`token_from`), so that the CLI can say what to fix."""
+        exc = error_from(r)
+        if isinstance(exc, e.Unauthenticated):
+            exc.registry, exc.sent_token = self.url, self.sent_token
+            exc.token_from = self.token_from
+        return exc
 
     def _unreachable(self, exc: Exception) -> e.RegistryUnreachable:
         why = str(exc) or type(exc).__name__

@@ -27,9 +27,20 @@ def resolve(repo: RemoteRepo, rev: str) -> CommitId:
     return CommitId(repo.client.get("/resolve", rev=rev)["id"])
 
 
-def log(repo: RemoteRepo, rev: str | None = None, n: int | None = None) -> list[CommitInfo]:
-    """Ancestors of REV newest first; without REV, every commit newest first."""
-    return decode_list(CommitInfo, repo.client.get("/log", rev=rev, n=n))
+def log(
+    repo: RemoteRepo,
+    rev: str | None = None,
+    n: int | None = None,
+    *,
+    since=None,
+    until=None,
+    author: str | None = None,
+) -> list[CommitInfo]:
+    """Ancestors of REV newest first; without REV, every commit newest first (narrowed as
+    `mint.commits.repository.log` narrows it, the times sent in ISO 8601)."""
+    since, until = (t.isoformat() if hasattr(t, "isoformat") else t for t in (since, until))
+    found = repo.client.get("/log", rev=rev, n=n, since=since, until=until, author=author)
+    return decode_list(CommitInfo, found)
 
 
 def search(

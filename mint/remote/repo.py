@@ -17,15 +17,23 @@ from mint.remote.http import Client, normalize
 
 
 class RemoteRepo:
-    """The registry at URL, acting with TOKEN (None: no Authorization header)."""
+    """The registry at URL, acting with TOKEN (None: no Authorization header). TOKEN_FROM
+    says where the token came from (MINT_TOKEN, a login file), for the words of a refusal."""
 
     is_remote = True  # what mint.api's dispatch looks for (it never imports this module)
 
     def __init__(
-        self, url: str, token: str | None = None, *, cache: Path | None = None, transport=None
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        cache: Path | None = None,
+        transport=None,
+        token_from: str | None = None,
     ):
         self.url = normalize(url)
         self.token = token
+        self.token_from = token_from
         self.cache = Path(cache) if cache is not None else None
         self._transport = transport  # tests may hand httpx a transport
         self._client: Client | None = None
@@ -38,7 +46,9 @@ class RemoteRepo:
     @property
     def client(self) -> Client:
         if self._client is None:
-            self._client = Client(self.url, self.token, transport=self._transport)
+            self._client = Client(
+                self.url, self.token, transport=self._transport, token_from=self.token_from
+            )
         return self._client
 
     def whoami(self) -> dict:
