@@ -10,6 +10,7 @@ from mint.cli._output import echo, emit_json, short, table
 from mint.cli.config_cmds import sign_key_from
 from mint.cli.config_cmds import sign_option as _sign_option
 from mint.cli.contract_cmds import checks_table
+from mint.cli.fleet_cmds import wait_options, waited
 from mint.cli.key_cmds import password_from, password_option
 
 sign_option = _sign_option(
@@ -36,11 +37,16 @@ def gate_report_table(report, as_json: bool) -> None:
         echo(checks_table(report.checks))
 
 
-def _moved(move, as_json: bool) -> None:
-    if as_json:
-        return emit_json(move)
+def _moved(move, as_json: bool, repo=None, wait: float | None = None) -> None:
+    """The move; with WAIT (seconds), then the wait until the channel's fleet serves it."""
     where = f"{move.line}@{move.channel}"
-    echo(f"{where}: {short(move.from_)} -> {short(move.to)} ({move.action})")
+    if not as_json:
+        echo(f"{where}: {short(move.from_)} -> {short(move.to)} ({move.action})")
+    if wait is None:
+        return emit_json(move) if as_json else None
+    done = waited(repo, where, move.to, wait, as_json)
+    if as_json:
+        emit_json({"move": move, "fleet": done})
 
 
 @click.command()
@@ -70,10 +76,21 @@ def gate(repo, rev, channel, contract_name, as_json) -> None:
 )
 @sign_option
 @password_option
+@wait_options
 @json_option
 @with_repo
 def promote(
-    repo, rev, channel, contract_name, force, reason, create, sign_key, password_env, as_json
+    repo,
+    rev,
+    channel,
+    contract_name,
+    force,
+    reason,
+    create,
+    sign_key,
+    password_env,
+    wait,
+    as_json,
 ) -> None:
     """Check the gate guarding CHANNEL, then move LINE@CHANNEL to REV."""
     from mint.errors import GateRefused
@@ -93,7 +110,7 @@ def promote(
     except GateRefused as exc:
         gate_report_table(exc.report, as_json)
         raise
-    _moved(move, as_json)
+    _moved(move, as_json, repo, wait)
 
 
 @click.command()
@@ -121,9 +138,10 @@ def approve(repo, rev, channel, as_json) -> None:
 @click.option("--reason", help="Why (recorded in history).")
 @sign_option
 @password_option
+@wait_options
 @json_option
 @with_repo
-def rollback(repo, ref, to, reason, sign_key, password_env, as_json) -> None:
+def rollback(repo, ref, to, reason, sign_key, password_env, wait, as_json) -> None:
     """Move LINE@CHANNEL back to its previous holder."""
     from mint.errors import GateRefused
 
@@ -133,7 +151,7 @@ def rollback(repo, ref, to, reason, sign_key, password_env, as_json) -> None:
     except GateRefused as exc:
         gate_report_table(exc.report, as_json)
         raise
-    _moved(move, as_json)
+    _moved(move, as_json, repo, wait)
 
 
 def _given(**options) -> dict:
@@ -230,11 +248,18 @@ def status(repo, limit, after, as_json) -> None:
             s.name,
             s.kind,
             short(s.head),
-            " ".join(f"{k}={short(v)}" for k, v in (s.channels | s.remote).items()) or "-",
+            " ".join(f"{k}={short(v)}{_serving(s, k)}" for k, v in (s.channels | s.remote).items())
+            or "-",
         ]
         for s in items
     ]
     echo(table(rows, ["LINE", "KIND", "HEAD", "CHANNELS"]))
+
+
+def _serving(s, channel: str) -> str:
+    """` 7/8`: live instances serving CHANNEL's holder, of those following it (if any report)."""
+    counts = s.serving.get(channel)
+    return f" {counts[0]}/{counts[1]}" if counts else ""
 
 
 @click.group()

@@ -475,8 +475,14 @@ class PushRejected(RegistryError):
         self.line, self.ours, self.theirs, self.why = line, ours, theirs, why
 
 
-# --- signing: mint/errors/signing.py, imported after the classes its errors derive from ---
-
+# --- signing (mint/errors/signing.py) and what serves (mint/errors/fleet.py), imported after
+# --- the classes their errors derive from
+from mint.errors.fleet import (  # noqa: E402, F401 (re-exported)
+    InvalidReport,
+    NotConverged,
+    TooManyInstances,
+    UnknownServedCommit,
+)
 from mint.errors.signing import (  # noqa: E402, F401 (re-exported)
     InvalidKey,
     InvalidSignature,
