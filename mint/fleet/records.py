@@ -53,7 +53,7 @@ def fleet_report(
         for name in follows:  # names it no longer follows: their stretches end now
             _close(conn, checked.instance, name, None, now)
             _delete_follow(conn, checked.instance, name)
-        if checked.stopped:
+        if checked.stopped:  # a goodbye: what it served ends now (it is shown stopped)
             _close_all(conn, checked.instance, now)
 
 

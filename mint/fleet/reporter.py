@@ -107,4 +107,4 @@ class Reporter:
             self._thread.join(30.0)
             self._thread = None
         if goodbye:
-            self.report_once(names=[], stopped=True)
+            self.report_once(stopped=True)

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from mint import api, objects
 from mint.fleet.report import MAX_NAMES, MAX_REASON
@@ -31,20 +31,26 @@ Time = Annotated[str, StringConstraints(min_length=1, max_length=40)]  # ISO 860
 Word = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
-class CanaryIn(Body):
+class Strict(Body):
+    """No coercion: a number sent as text is malformed, as `mint.fleet.report` says."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CanaryIn(Strict):
     commit: Id64  # the candidate served beside the holder
     fraction: Annotated[float, Field(gt=0, lt=1)]
     since: Time
 
 
-class FailureIn(Body):
+class FailureIn(Strict):
     commit: Id64 | None = None  # what it failed to stage
     at: Time
     kind: Word  # the error's class
     reason: Annotated[str, StringConstraints(min_length=1, max_length=MAX_REASON)]
 
 
-class NameIn(Body):
+class NameIn(Strict):
     name: Annotated[str, StringConstraints(min_length=1, max_length=300)]  # LINE@REV
     commit: Id64 | None = None  # what it serves now for the name
     since: Time | None = None
@@ -52,7 +58,7 @@ class NameIn(Body):
     failure: FailureIn | None = None
 
 
-class ReportBody(Body):
+class ReportBody(Strict):
     """A serving process's report (docs/fleet.md)."""
 
     instance: Annotated[str, StringConstraints(min_length=1, max_length=200)]

@@ -132,6 +132,9 @@ class PluginFleet:
         self.reporter.changed()
 
     def close(self) -> None:
-        """Stop reporting, with a goodbye (vLLM stops)."""
-        if self._started:
+        """Stop reporting, with a goodbye (vLLM stops); once."""
+        with self._lock:
+            started, self._started, self.enabled = self._started, False, False
+        if started:
+            atexit.unregister(self.close)
             self.reporter.close(goodbye=True)
