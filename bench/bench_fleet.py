@@ -10,8 +10,9 @@ Figures:
     `mint registry serve` over PostgreSQL, 1,000 simulated instances each sending its report
     every 10 s (staggered), half way through a promote that every instance reports switching;
     latency of each report as a client sees it, and the CPU the registry process used.
-  * `--wait`'s latency after the last switch: three simulated instances switch 0.1-0.6 s after
-    a promote; how long after the last one's report `fleet_wait` returns.
+  * `--wait`'s latency after the last switch: three simulated instances following another
+    channel switch 0.1-0.6 s after a promote; how long after the last one's report
+    `fleet_wait` returns (it reads the fleet every 0.1 s).
 
     python bench/bench_fleet.py [--rounds 4] [--turns 6] [--instances 1000] [--seconds 60]
 """
@@ -152,7 +153,8 @@ async def _instances(url: str, token: str, n: int, seconds: float, commits, swit
                 if elapsed >= switch_at and commit != commits[1]:
                     commit, since, phase = commits[1], now_iso(), "switching"
                 t = time.perf_counter()
-                r = await http.post("/api/v1/fleet/report", json=_report(i, commit, since, started))
+                body = _report(i, commit, since, started)
+                r = await http.post("/api/v1/fleet/report", json=body)
                 latencies[phase].append(time.perf_counter() - t)
                 failed[0] += r.status_code != 204
                 await asyncio.sleep(max(0.0, 10.0 - (time.monotonic() - t0 - elapsed)))
@@ -173,6 +175,7 @@ def bench_registry(tmp: Path, n: int, seconds: float, waits: int) -> dict:
         api.base_add(repo, "tiny-llama", base)
         commits = [api.commit(repo, "chat", a, "c", author=BY).id for a in adapters]
         api.promote(repo, commits[0], "production", by=BY)
+        api.promote(repo, commits[0], "staging", by=BY)  # the --wait runs', apart from the load
         token = create_token(repo.root, "fleet", "reader")
         ops = create_token(repo.root, "ops", "admin")
         registry = start_registry(repo.root)
@@ -190,7 +193,8 @@ def _load_registry(registry, repo, token: str, n: int, seconds: float, commits) 
 
     cpu0, t0 = cpu_seconds(registry.pid), time.monotonic()
     me0 = time.process_time()
-    timer = threading.Timer(seconds / 2, lambda: api.promote(repo, commits[1], "production", by=BY))
+    move = lambda: api.promote(repo, commits[1], "production", by=BY)  # noqa: E731
+    timer = threading.Timer(seconds / 2, move)
     timer.start()
     latencies, failed = asyncio.run(
         _instances(registry.url, token, n, seconds, commits, seconds / 2)
@@ -231,10 +235,11 @@ def _wait_latency(registry, token: str, ops: str, commits, runs: int) -> dict:
     remote = RemoteRepo(registry.url, ops)
     started = now_iso()
     http = httpx.Client(base_url=registry.url, headers={"Authorization": f"Bearer {token}"})
-    ref, names = "chat@production", [f"waiter-{i}" for i in range(3)]
+    ref, names = "chat@staging", [f"waiter-{i}" for i in range(3)]
 
     def report(i: int, commit: str) -> float:
         body = _report(0, commit, now_iso(), started) | {"instance": names[i]}
+        body["names"][0]["name"] = ref
         assert http.post("/api/v1/fleet/report", json=body).status_code == 204
         return time.monotonic()
 
@@ -243,8 +248,8 @@ def _wait_latency(registry, token: str, ops: str, commits, runs: int) -> dict:
     after: list[float] = []
     rng = random.Random(0)
     for run in range(runs):
-        target = commits[run % 2] if api.resolve(remote, ref) != commits[run % 2] else commits[1]
-        api.promote(remote, target, "production", by=BY)
+        target = commits[(run + 1) % 2]  # the one the channel does not hold
+        api.promote(remote, target, "staging", by=BY)
         done: list[float] = []
 
         def switch(i: int, delay: float) -> None:
@@ -285,8 +290,8 @@ def main(argv=None) -> None:
             [mode, v["turns_per_s"], f"{v['vs_off']:.3f}x", v["reports"]]
             for mode, v in results["serving"].items()
         ]
-        print(c.table(f"Serving with reports (median of {args.rounds} rounds, {args.clients} "
-                      "clients)", ["reporting", "turns/s", "vs off", "reports sent"], rows))  # fmt: skip
+        title = f"Serving with reports (median of {args.rounds} rounds, {args.clients} clients)"
+        print(c.table(title, ["reporting", "turns/s", "vs off", "reports sent"], rows))
     results["registry"] = bench_registry(tmp, args.instances, args.seconds, args.waits)
     reg = results["registry"]
     rows = [

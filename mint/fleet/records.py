@@ -12,6 +12,7 @@ time the process gives (`since`), kept between the stretch it ends and now.
 from __future__ import annotations
 
 import datetime as dt
+from types import SimpleNamespace
 
 import sqlalchemy as sa
 
@@ -36,8 +37,8 @@ def fleet_report(
     checked = report_from(report)
     now = now or utcnow()
     with repo.db.write() as conn:
-        _check_commits(conn, checked)
-        prev = _instance(conn, checked.instance)
+        prev, follows = _instance(conn, checked.instance)
+        _check_commits(conn, checked, follows)
         if prev is None or prev.stopped_at is not None or _stale(prev, now):
             _check_bound(conn, by, checked.instance, max_live, now)
         fresh = prev is None or as_utc(prev.started_at) != checked.started_at
@@ -47,9 +48,9 @@ def fleet_report(
             _close_all(conn, checked.instance, as_utc(prev.seen_at))
             floor = max(floor, as_utc(prev.seen_at))
         _save_instance(conn, checked, by, now, fresh, prev)
-        follows = _follows(conn, checked.instance)
         for f in checked.names:
-            _record_name(conn, checked.instance, f, follows.pop(f.name, None), floor, now)
+            old = follows.pop(f.name, None)
+            _record_name(conn, checked.instance, f, old, floor, now, moved=gap or _moved(old, f))
         for name in follows:  # names it no longer follows: their stretches end now
             _close(conn, checked.instance, name, None, now)
             _delete_follow(conn, checked.instance, name)
@@ -61,25 +62,52 @@ def _stale(row, now: dt.datetime) -> bool:
     return now - as_utc(row.seen_at) > dt.timedelta(seconds=STALE_AFTER * row.interval)
 
 
-def _check_commits(conn, report: Report) -> None:
-    """Every commit REPORT names is a commit of the line its name follows."""
-    named = {c for f in report.names for c in f.commits()}
+def _moved(old, f: Following) -> bool:
+    """Whether F serves other commits than its row OLD says (None: a name new to it)."""
+    return old is None or (old.commit, old.canary) != (f.commit, f.canary)
+
+
+def _check_commits(conn, report: Report, follows: dict) -> None:
+    """Every commit REPORT names is a commit of the line its name follows (those its rows in
+    FOLLOWS hold already were checked when they came)."""
+    known = {
+        (name, c)
+        for name, row in follows.items()
+        for c in (row.commit, row.canary, row.failed_commit)
+        if c
+    }
+    named = {c for f in report.names for c in f.commits() if (f.name, c) not in known}
     if not named:
         return
     c = s.commits.c
     lines = dict(conn.execute(sa.select(c.id, c.line).where(c.id.in_(named))).all())
     for f in report.names:
         for commit in f.commits():
-            if lines.get(commit) != f.line:
+            if (f.name, commit) not in known and lines.get(commit) != f.line:
                 raise UnknownServedCommit(f.name, commit)
 
 
-def _instance(conn, name: str):
-    i = s.fleet_instances.c
-    q = sa.select(s.fleet_instances).where(i.name == name)
+def _instance(conn, name: str) -> tuple:
+    """(the instance's row or None, its follows rows by name), in one statement; on
+    PostgreSQL the instance's row is locked: two replicas recording one instance take turns."""
+    i, f = s.fleet_instances, s.fleet_follows
+    theirs = [c for c in f.c if c.name != "instance"]
+    q = (
+        sa.select(*i.c, *(c.label(f"f_{c.name}") for c in theirs))
+        .select_from(i.outerjoin(f, f.c.instance == i.c.name))
+        .where(i.c.name == name)
+    )
     if conn.dialect.name == "postgresql":
-        q = q.with_for_update()  # two replicas recording one instance take turns
-    return conn.execute(q).first()
+        q = q.with_for_update(of=i)
+    rows = conn.execute(q).all()
+    if not rows:
+        return None, {}
+    follows = {
+        row.f_name: SimpleNamespace(**{c.name: getattr(row, f"f_{c.name}") for c in theirs})
+        for row in rows
+        if row.f_name is not None
+    }
+    return rows[0], follows
 
 
 def _check_bound(conn, by: str, instance: str, max_live: int, now: dt.datetime) -> None:
@@ -117,16 +145,12 @@ def _save_instance(conn, r: Report, by: str, now, fresh: bool, prev) -> None:
         conn.execute(s.fleet_instances.update().where(i.name == r.instance).values(**values))
 
 
-def _follows(conn, instance: str) -> dict:
-    f = s.fleet_follows.c
-    rows = conn.execute(sa.select(s.fleet_follows).where(f.instance == instance))
-    return {row.name: row for row in rows}
-
-
-def _record_name(conn, instance: str, f: Following, old, floor, now) -> None:
-    """F's state, its served stretches (the holder's and a canary's) and its failure count."""
-    _stretch(conn, instance, f, False, f.commit, None, f.since, floor, now)
-    _stretch(conn, instance, f, True, f.canary, f.fraction, f.canary_since, floor, now)
+def _record_name(conn, instance: str, f: Following, old, floor, now, *, moved: bool) -> None:
+    """F's state, its served stretches (the holder's and a canary's; unless it serves what
+    its row OLD says, and no gap ended them: not MOVED) and its failure count."""
+    if moved:
+        _stretch(conn, instance, f, False, f.commit, None, f.since, floor, now)
+        _stretch(conn, instance, f, True, f.canary, f.fraction, f.canary_since, floor, now)
     failure = f.failure
     if failure is not None and (old is None or _changed_failure(old, failure)):
         _count_failure(conn, failure.kind, now)
