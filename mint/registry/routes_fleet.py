@@ -22,7 +22,7 @@ from mint.fleet.report import MAX_NAMES, MAX_REASON
 from mint.registry.auth import Reader, RepoDep, check_line
 from mint.registry.models import Body, Id64, Rev
 from mint.registry.render import MintJSON, answer
-from mint.registry.schemas import ERROR_RESPONSES, list_of
+from mint.registry.schemas import ERROR_RESPONSES, ErrorBody, list_of
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["fleet"])
 root = APIRouter()  # /metrics, where Prometheus looks
@@ -72,7 +72,10 @@ class ReportBody(Strict):
     stopped: bool = False  # a goodbye: the process stops
 
 
-@router.post("/fleet/report", status_code=204)
+TOO_MANY = {429: {"model": ErrorBody, "description": "the token's live instances at the bound"}}
+
+
+@router.post("/fleet/report", status_code=204, responses=TOO_MANY)
 def fleet_report(request: Request, repo: RepoDep, who: Reader, body: ReportBody) -> None:
     for entry in body.names:
         check_line(who, entry.name.partition("@")[0])
