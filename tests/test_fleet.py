@@ -305,6 +305,21 @@ def test_reports_go_on_through_the_other_replica(fleet):
         assert all(a["until"] == b["start"] for a, b in zip(rows, rows[1:])), rows
 
 
+def test_canary_start_wait_returns_once_every_instance_serves_the_split(fleet):
+    s0, s1, _ = fleet.sets
+    r = fleet.mint("canary", "start", REF, s1, "--fraction", "0.25", "--wait", "--json")
+    assert r.code == 0, r
+    done = r.json()["fleet"]
+    assert done["canary"] is True and sorted(done["instances"]) == ["r1", "r2", "r3"]
+    found = fleet.members()
+    assert {(m.commit, m.canary, m.fraction) for m in found.values()} == {(s0, s1, 0.25)}
+    assert fleet.mint("canary", "stop", REF).code == 0
+    wait_until(lambda: all(m.canary is None for m in fleet.members().values()), "split ends")
+    split = [x for x in fleet.mint("fleet", "history", REF, "--json").json() if x["canary"]]
+    assert {x["instance"] for x in split} == {"r1", "r2", "r3"}
+    assert all(x["commit"] == s1 and x["fraction"] == 0.25 and x["until"] for x in split)
+
+
 def test_status_counts_a_goodbye_and_an_adapter_channel(fleet):
     s0 = fleet.sets[0]
     status = fleet.mint("status").out

@@ -3,7 +3,7 @@
 `mint.schema.commits` and the others are defined in the modules of their concept, each
 loaded when one of its tables is first asked for (PEP 562's module `__getattr__`), with the
 tables its foreign keys name: building a table costs about 0.2 ms, and `mint log` needs three
-of the 28 (issue 24). `metadata` is every table's: asking for it loads them all (create_all,
+of the 32 (issue 24). `metadata` is every table's: asking for it loads them all (create_all,
 the migrations' checks, whatever walks `metadata.tables`).
 """
 
