@@ -6,6 +6,7 @@ counts per channel for `mint status` (`serving_counts`), and served evidence for
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -180,25 +181,31 @@ def _interval(r, now: dt.datetime) -> ServedInterval:
 
 def serving_counts(conn, lines: list[str]) -> dict[str, dict[str, list[int]]]:
     """line -> channel -> [live instances serving its holder, live instances following it],
-    for the channels of LINES that some instance follows."""
-    f, i, r = s.fleet_follows.c, s.fleet_instances.c, s.refs.c
+    for the channels of LINES (a page of `status`, in name order) that some instance follows.
+    One statement, built once: the range of the page's names, on the (line, ref) index."""
     if not lines:
         return {}
-    q = (
-        sa.select(f.line, f.ref, f.commit, r.target, *_instance_columns())
-        .join(s.fleet_instances, i.name == f.instance)
-        .join(s.refs, sa.and_(r.line == f.line, r.name == f.ref, r.kind == RefKind.CHANNEL))
-        .where(f.line.in_(lines), i.stopped_at.is_(None))
-    )
-    now = utcnow()
+    wanted, now = set(lines), utcnow()
     out: dict[str, dict[str, list[int]]] = defaultdict(dict)
-    for row in conn.execute(q):
-        if state_of(row, now) != LIVE:
+    for row in conn.execute(_counts(), {"first": min(lines), "last": max(lines)}):
+        if row.line not in wanted or state_of(row, now) != LIVE:
             continue
         counts = out[row.line].setdefault(row.ref, [0, 0])
         counts[0] += row.commit == row.target
         counts[1] += 1
     return dict(out)
+
+
+@functools.cache
+def _counts():
+    f, i, r = s.fleet_follows.c, s.fleet_instances.c, s.refs.c
+    return (
+        sa.select(f.line, f.ref, f.commit, r.target, *_instance_columns())
+        .join(s.fleet_instances, i.name == f.instance)
+        .join(s.refs, sa.and_(r.line == f.line, r.name == f.ref, r.kind == RefKind.CHANNEL))
+        .where(f.line.between(sa.bindparam("first"), sa.bindparam("last")))
+        .where(i.stopped_at.is_(None))
+    )
 
 
 def served_minutes(conn, commit: str, line: str, channel: str, instances: int = 1) -> float:
