@@ -66,6 +66,10 @@ SAMPLES = {
     "known": ["main", "v1"],
     "blob_id": SHA["a"],
     "actual": SHA["b"],
+    "commit": SHA["e"],
+    "limit": 4096,
+    "seconds": 15.0,
+    "lagging": ["r2 serves aaaaaaaaaaaa (failed 2026-12-03T14:03:09: NotVerified: unsigned)"],
     "report": GateReport(
         CommitId(SHA["c"]),
         "chat",
