@@ -14,9 +14,16 @@ import datetime as dt
 import pytest
 
 from mint import api
-from mint.errors import InvalidReport, TooManyInstances, UnknownServedCommit
+from mint.errors import (
+    Forbidden,
+    InvalidReport,
+    RegistryError,
+    RegistryUnreachable,
+    TooManyInstances,
+    UnknownServedCommit,
+)
 from mint.fleet.records import fleet_report
-from mint.fleet.reporter import Reporter
+from mint.fleet.reporter import Reporter, retryable
 from mint.fleet.signals import fleet_signals
 from mint.refs.events import event_of
 from mint.remote.repo import RemoteRepo
@@ -276,5 +283,10 @@ def test_a_report_that_cannot_go_is_dropped_and_counted():
     reporter = Reporter(lambda r: api.fleet_report(nowhere, r, by=ME), lambda: dict(state))
     assert reporter.report_once() is False and reporter.report_once() is False
     assert reporter.stats() == {"sent": 0, "dropped": 2}
+    # out of reach: tried again a second later; refused (a 4xx): only at the next interval
+    assert retryable(RegistryUnreachable("down")) and retryable(RegistryError("x", 503))
+    assert not retryable(Forbidden("t", "read line chat")) and not retryable(
+        TooManyInstances("t", 3)
+    )
     reporter.close(goodbye=True)
     assert reporter.stats()["dropped"] == 3

@@ -4,11 +4,12 @@
 `send(report)` at once when told that something changed (`changed()`: a switch, a failure, a
 canary's split), and otherwise every `interval` seconds. Nothing waits for it: `changed()`
 only sets a flag, and a report is built and sent on the reporter's own thread. A report that
-cannot go (the registry down, slow past `timeout`, or refusing it) is dropped and counted; the
-next one, a whole snapshot again, follows a second later, so a registry back (or a load
-balancer's other replica) hears the state within that second. `close(goodbye=True)` sends a
-last report saying the process stops, so that the registry does not wait three intervals to
-call it stale.
+cannot go (the registry down, slower than the send's deadline, or refusing it) is dropped and
+counted. The next one, a whole snapshot again, follows a second later when the registry was
+out of reach or failing (so a registry back, or a load balancer's other replica, hears the
+state within that second), and an interval later when it refused the report.
+`close(goodbye=True)` sends a last report saying the process stops, so that the registry does
+not wait three intervals to call it stale.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def when(seconds: float | None) -> str | None:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat()
 
 
+def retryable(exc: BaseException) -> bool:
+    """Whether a report that failed with EXC may go a moment later: the registry out of reach
+    or failing (5xx), not a refusal of this report or token (4xx: the next interval)."""
+    status = getattr(exc, "status", None)
+    return isinstance(exc, ConnectionError) or (status is not None and status >= 500)
+
+
 class Reporter:
     """Sends SNAPSHOT() through SEND at once on `changed()`, else every INTERVAL seconds."""
 
@@ -60,6 +68,7 @@ class Reporter:
         self._wake, self._stop = threading.Event(), threading.Event()
         self._thread: threading.Thread | None = None
         self._failing = False
+        self._retryable = True  # the last failure may pass a second later (not a refusal)
 
     def start(self) -> Reporter:
         self._thread = threading.Thread(target=self._loop, name="mint-fleet-report", daemon=True)
@@ -80,7 +89,8 @@ class Reporter:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            wait = self.interval if self.report_once() else self.retry
+            sent = self.report_once()
+            wait = self.interval if sent or not self._retryable else self.retry
 
     def report_once(self, **extra: Any) -> bool:
         """Build and send one report now; False (counted as dropped) when it could not go."""
@@ -89,6 +99,7 @@ class Reporter:
             self.send(report)
         except Exception as exc:  # noqa: BLE001 - a report that cannot go never stops serving
             self.dropped += 1
+            self._retryable = retryable(exc)
             if not self._failing:
                 log.warning("a fleet report could not go (dropped, counted): %s", exc)
             self._failing = True
