@@ -36,12 +36,13 @@ def upgrade() -> None:
         sa.Column("started_at", TS, nullable=False),
         sa.Column("first_seen", TS, nullable=False),
         sa.Column("seen_at", TS, nullable=False),
+        sa.Column("stale_at", TS, nullable=False),
         sa.Column("stopped_at", TS, nullable=True),
         sa.Column("dropped", sa.Integer(), server_default="0", nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_fleet_instances")),
     )
     op.create_index(
-        op.f("ix_fleet_instances_token_seen_at"), "fleet_instances", ["token", "seen_at"]
+        op.f("ix_fleet_instances_token_stale_at"), "fleet_instances", ["token", "stale_at"]
     )
     op.create_table(
         "fleet_follows",
@@ -104,5 +105,5 @@ def downgrade() -> None:
     op.drop_table("fleet_served")
     op.drop_index(op.f("ix_fleet_follows_line_ref"), table_name="fleet_follows")
     op.drop_table("fleet_follows")
-    op.drop_index(op.f("ix_fleet_instances_token_seen_at"), table_name="fleet_instances")
+    op.drop_index(op.f("ix_fleet_instances_token_stale_at"), table_name="fleet_instances")
     op.drop_table("fleet_instances")

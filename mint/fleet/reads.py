@@ -14,7 +14,6 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.errors import MintError, RevisionNotFound
-from mint.fleet.records import STALE_AFTER
 from mint.ids import CommitId, RefKind, as_utc, iso, utcnow
 from mint.objects import ChannelFleet, FleetFailure, FleetMember, ServedInterval
 from mint.refs import resolve
@@ -37,8 +36,7 @@ def state_of(row, now: dt.datetime) -> str:
     intervals) or live."""
     if row.stopped_at is not None:
         return STOPPED
-    unseen = now - as_utc(row.seen_at)
-    return STALE if unseen > dt.timedelta(seconds=STALE_AFTER * row.interval) else LIVE
+    return STALE if now > as_utc(row.stale_at) else LIVE
 
 
 def fleet(repo: Repo, ref: str | None = None) -> list[ChannelFleet]:
@@ -75,7 +73,7 @@ def fleet(repo: Repo, ref: str | None = None) -> list[ChannelFleet]:
 
 def _instance_columns():
     i = s.fleet_instances.c
-    return (i.engine, i.base, i.interval, i.seen_at, i.stopped_at, i.first_seen)
+    return (i.engine, i.base, i.interval, i.seen_at, i.stale_at, i.stopped_at, i.first_seen)
 
 
 def _member(r, holder: str | None, moved, now: dt.datetime) -> FleetMember:
@@ -146,7 +144,7 @@ def fleet_history(repo: Repo, ref: str, *, at: str | None = None) -> list[Served
     line, name = split_name(ref)
     v, i = s.fleet_served.c, s.fleet_instances.c
     q = (
-        sa.select(s.fleet_served, i.seen_at, i.interval, i.stopped_at)
+        sa.select(s.fleet_served, i.seen_at, i.stale_at, i.stopped_at)
         .join(s.fleet_instances, i.name == v.instance, isouter=True)
         .where(v.line == line, v.ref == name)
     )

@@ -12,6 +12,7 @@ time the process gives (`since`), kept between the stretch it ends and now.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from types import SimpleNamespace
 
 import sqlalchemy as sa
@@ -59,7 +60,7 @@ def fleet_report(
 
 
 def _stale(row, now: dt.datetime) -> bool:
-    return now - as_utc(row.seen_at) > dt.timedelta(seconds=STALE_AFTER * row.interval)
+    return now > as_utc(row.stale_at)
 
 
 def _moved(old, f: Following) -> bool:
@@ -90,35 +91,41 @@ def _check_commits(conn, report: Report, follows: dict) -> None:
 def _instance(conn, name: str) -> tuple:
     """(the instance's row or None, its follows rows by name), in one statement; on
     PostgreSQL the instance's row is locked: two replicas recording one instance take turns."""
-    i, f = s.fleet_instances, s.fleet_follows
-    theirs = [c for c in f.c if c.name != "instance"]
-    q = (
-        sa.select(*i.c, *(c.label(f"f_{c.name}") for c in theirs))
-        .select_from(i.outerjoin(f, f.c.instance == i.c.name))
-        .where(i.c.name == name)
-    )
-    if conn.dialect.name == "postgresql":
-        q = q.with_for_update(of=i)
-    rows = conn.execute(q).all()
+    rows = conn.execute(_instance_query(conn.dialect.name == "postgresql"), {"n": name}).all()
     if not rows:
         return None, {}
+    theirs = _follow_columns()
     follows = {
-        row.f_name: SimpleNamespace(**{c.name: getattr(row, f"f_{c.name}") for c in theirs})
+        row.f_name: SimpleNamespace(**{c: getattr(row, f"f_{c}") for c in theirs})
         for row in rows
         if row.f_name is not None
     }
     return rows[0], follows
 
 
+def _follow_columns() -> list[str]:
+    return [c.name for c in s.fleet_follows.c if c.name != "instance"]
+
+
+@functools.cache
+def _instance_query(lock: bool):
+    """`_instance`'s statement, built once (a report is the registry's most frequent write)."""
+    i, f = s.fleet_instances, s.fleet_follows
+    q = (
+        sa.select(*i.c, *(f.c[c].label(f"f_{c}") for c in _follow_columns()))
+        .select_from(i.outerjoin(f, f.c.instance == i.c.name))
+        .where(i.c.name == sa.bindparam("n"))
+    )
+    return q.with_for_update(of=i) if lock else q
+
+
 def _check_bound(conn, by: str, instance: str, max_live: int, now: dt.datetime) -> None:
     """BY may report for one more live instance (INSTANCE, new or back from stale)."""
     i = s.fleet_instances.c
-    horizon = now - dt.timedelta(seconds=STALE_AFTER * 3600.0)  # the longest interval's
-    q = sa.select(i.seen_at, i.interval).where(
-        i.token == by, i.seen_at >= horizon, i.stopped_at.is_(None), i.name != instance
+    q = sa.select(sa.func.count()).where(
+        i.token == by, i.stale_at >= now, i.stopped_at.is_(None), i.name != instance
     )
-    live = sum(1 for row in conn.execute(q) if not _stale(row, now))
-    if live >= max_live:
+    if conn.execute(q).scalar() >= max_live:
         raise TooManyInstances(by, max_live)
 
 
@@ -131,18 +138,25 @@ def _save_instance(conn, r: Report, by: str, now, fresh: bool, prev) -> None:
         interval=r.interval,
         started_at=r.started_at,
         seen_at=now,
+        stale_at=now + dt.timedelta(seconds=STALE_AFTER * r.interval),
         stopped_at=now if r.stopped else None,
         dropped=r.dropped,
     )
     if fresh:
         values["first_seen"] = now
-    i = s.fleet_instances.c
-    if prev is not None:
-        conn.execute(s.fleet_instances.update().where(i.name == r.instance).values(**values))
+    update = _instance_update(tuple(sorted(values)))
+    if prev is None and insert_new(conn, s.fleet_instances, {"name": r.instance, **values}):
         return
-    if not insert_new(conn, s.fleet_instances, {"name": r.instance, **values}):
-        # another replica recorded this instance's first report a moment ago
-        conn.execute(s.fleet_instances.update().where(i.name == r.instance).values(**values))
+    # known (or another replica recorded its first report a moment ago)
+    conn.execute(update, {"w_name": r.instance, **{f"v_{k}": v for k, v in values.items()}})
+
+
+@functools.cache
+def _instance_update(keys: tuple[str, ...]):
+    """The UPDATE of an instance's row setting KEYS, built once per set of keys."""
+    i = s.fleet_instances
+    values = {k: sa.bindparam(f"v_{k}", type_=i.c[k].type) for k in keys}
+    return i.update().where(i.c.name == sa.bindparam("w_name")).values(values)
 
 
 def _record_name(conn, instance: str, f: Following, old, floor, now, *, moved: bool) -> None:

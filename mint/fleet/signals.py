@@ -40,49 +40,57 @@ def diverged(view: ChannelFleet, after: float, now: dt.datetime) -> list:
 
 def fleet_signals(repo: Repo, after: float = DIVERGED_AFTER) -> list[int]:
     """Write the events of the channels whose fleet diverged or converged since their last
-    one; returns their history ids."""
-    views = [v for v in fleet(repo) if v.ref and v.holder is not None]
-    if not views:
-        return []
+    one; returns their history ids. Only the channels with a live instance off the holder, or
+    whose last event says diverged, are looked at: a converged fleet costs two small reads."""
     now = utcnow()
     with repo.db.read() as conn:
-        channels = _channels(conn, views)
-        last = _last_events(conn, channels)
+        last = _diverged_last(conn)
+        keys = sorted(_off_holder(conn, now) | set(last))
     written = []
-    for view in views:
-        key = (view.line, view.ref)
-        if key not in channels:
+    for line, channel in keys:
+        views = [v for v in fleet(repo, f"{line}@{channel}") if v.holder is not None]
+        if not views:
             continue
+        view = views[0]
         off = diverged(view, after, now)
-        if off and last.get(key) != Action.FLEET_DIVERGED:
+        if off and last.get((line, channel)) != Action.FLEET_DIVERGED:
             written += _log(repo, view, Action.FLEET_DIVERGED, _why_diverged(view, off, after))
-        elif view.live == view.serving and last.get(key) == Action.FLEET_DIVERGED:
+        elif view.live == view.serving and last.get((line, channel)) == Action.FLEET_DIVERGED:
             text = f"all {view.live} live instances serve {view.holder[:12]}"
             written += _log(repo, view, Action.FLEET_CONVERGED, text)
     return written
 
 
-def _channels(conn, views: list[ChannelFleet]) -> set[tuple[str, str]]:
-    r = s.refs.c
-    keys = [(v.line, v.ref) for v in views]
-    q = sa.select(r.line, r.name).where(
-        r.kind == RefKind.CHANNEL, sa.tuple_(r.line, r.name).in_(keys)
+def _off_holder(conn, now) -> set[tuple[str, str]]:
+    """The channels followed by a live instance that serves another commit than the holder."""
+    f, i, r = s.fleet_follows.c, s.fleet_instances.c, s.refs.c
+    q = (
+        sa.select(f.line, f.ref)
+        .distinct()
+        .join(s.fleet_instances, i.name == f.instance)
+        .join(s.refs, sa.and_(r.line == f.line, r.name == f.ref, r.kind == RefKind.CHANNEL))
+        .where(i.stopped_at.is_(None), i.stale_at >= now)
+        .where(sa.or_(f.commit.is_(None), f.commit != r.target))
     )
-    return {(line, name) for line, name in conn.execute(q)}
+    return {(line, ref) for line, ref in conn.execute(q)}
 
 
-def _last_events(conn, channels: set[tuple[str, str]]) -> dict:
-    """(line, channel) -> the action of its newest fleet event."""
-    if not channels:
-        return {}
-    h = s.ref_history.c
+def _diverged_last(conn) -> dict:
+    """(line, channel) -> FLEET_DIVERGED, for the channels some instance follows whose newest
+    fleet event says so (each channel's history read on its (line, name, id) index)."""
+    h, f = s.ref_history.c, s.fleet_follows.c
+    followed = sa.select(f.line, f.ref).distinct()
     newest = (
         sa.select(sa.func.max(h.id))
-        .where(h.kind == RefKind.FLEET, sa.tuple_(h.line, h.name).in_(sorted(channels)))
+        .where(sa.tuple_(h.line, h.name).in_(followed), h.kind == RefKind.FLEET)
         .group_by(h.line, h.name)
     )
     q = sa.select(h.line, h.name, h.action).where(h.id.in_(newest))
-    return {(line, name): action for line, name, action in conn.execute(q)}
+    return {
+        (line, name): action
+        for line, name, action in conn.execute(q)
+        if action == Action.FLEET_DIVERGED
+    }
 
 
 def _log(repo: Repo, view: ChannelFleet, action: Action, reason: str) -> list[int]:

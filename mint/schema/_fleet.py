@@ -10,7 +10,8 @@ from mint.schema._base import HEX, METADATA, TS
 # One row per serving process name (`mint serve --instance`, the vLLM plugin's MINT_INSTANCE).
 # `seen_at` is the registry's time of its last report: live while within three `interval`s,
 # then stale (kept and shown). `first_seen` is when the registry first heard of the process
-# that started at `started_at`: no served interval starts before it. `stopped_at`: the process
+# that started at `started_at`: no served interval starts before it. `stale_at` is `seen_at` plus
+# three intervals, so that "live" is one comparison an index answers. `stopped_at`: the process
 # said goodbye (a graceful stop), so it is neither live nor stale.
 fleet_instances = sa.Table(
     "fleet_instances",
@@ -24,9 +25,10 @@ fleet_instances = sa.Table(
     sa.Column("started_at", TS, nullable=False),  # by the process's clock
     sa.Column("first_seen", TS, nullable=False),
     sa.Column("seen_at", TS, nullable=False),
+    sa.Column("stale_at", TS, nullable=False),  # seen_at + three intervals: stale after it
     sa.Column("stopped_at", TS, nullable=True),
     sa.Column("dropped", sa.Integer, nullable=False, server_default="0"),  # reports not sent
-    sa.Index("ix_fleet_instances_token_seen_at", "token", "seen_at"),
+    sa.Index("ix_fleet_instances_token_stale_at", "token", "stale_at"),
 )
 
 
