@@ -73,6 +73,7 @@ def bench_serving(tmp: Path, rounds: int, turns: int, clients: int) -> dict:
     registry = start_registry(repo.root)
     remote = RemoteRepo(registry.url, token)
     runtime = open_runtime(repo, "macaron@production", demo.base, traces=False)
+    runtime_report_cpu = _reporter_cpu(runtime, remote)
     requests = client_requests(clients, turns)
     modes = {"off": None, "every 10 s": 10.0, "every 0.5 s": 0.5}
     rates: dict[str, list[float]] = {m: [] for m in modes}
@@ -102,9 +103,35 @@ def bench_serving(tmp: Path, rounds: int, turns: int, clients: int) -> dict:
         registry.stop()
         repo.close()
     out = {m: {"turns_per_s": c.median(v), "all": v, "reports": sent[m]} for m, v in rates.items()}
-    for mode in modes:
-        out[mode]["vs_off"] = out[mode]["turns_per_s"] / out["off"]["turns_per_s"]
+    for mode in modes:  # each round's ratio to the same round's run without reports
+        ratios = [a / b for a, b in zip(rates[mode], rates["off"])]
+        out[mode] |= {"vs_off": c.median(ratios), "vs_off_min": min(ratios)}
+        out[mode]["vs_off_max"] = max(ratios)
+    out["report_cpu_ms"] = _report_cost(runtime_report_cpu)
     return out
+
+
+def _reporter_cpu(runtime, remote, n: int = 200) -> list[float]:
+    """CPU milliseconds this process spends on one report (building it and sending it), each
+    of N reports sent one after the other."""
+    from mint.runtime.fleet import start_reporting
+
+    reporter = start_reporting(
+        runtime, remote, "macaron@production", instance="bench-cpu", engine="embedded",
+        interval=3600.0, by=BY,
+    )  # fmt: skip
+    costs = []
+    for _ in range(n):
+        t = time.process_time()
+        assert reporter.report_once()
+        costs.append(1000 * (time.process_time() - t))
+    reporter.close(goodbye=True)
+    runtime.metrics.changed = lambda: None
+    return costs
+
+
+def _report_cost(costs: list[float]) -> dict:
+    return {"median": c.median(costs), "p95": percentile(costs, 95)}
 
 
 def _demo(tmp: Path):
@@ -304,12 +331,19 @@ def main(argv=None) -> None:
     results: dict = {}
     if not args.skip_serving:
         results["serving"] = bench_serving(tmp, args.rounds, args.turns, args.clients)
+        serving = results["serving"]
         rows = [
-            [mode, v["turns_per_s"], f"{v['vs_off']:.3f}x", v["reports"]]
-            for mode, v in results["serving"].items()
-        ]
+            [mode, v["turns_per_s"], f"{v['vs_off']:.3f}x", f"{v['vs_off_min']:.3f}x",
+             f"{v['vs_off_max']:.3f}x", v["reports"]]
+            for mode, v in serving.items() if mode != "report_cpu_ms"
+        ]  # fmt: skip
         title = f"Serving with reports (median of {args.rounds} rounds, {args.clients} clients)"
-        print(c.table(title, ["reporting", "turns/s", "vs off", "reports sent"], rows))
+        head = ["reporting", "turns/s", "vs off", "min", "max", "reports sent"]
+        print(c.table(title, head, rows))
+        cost = serving["report_cpu_ms"]
+        share = cost["median"] / 100  # ms every 10,000 ms, in percent
+        print(f"one report costs the serving process {cost['median']:.2f} ms of CPU (median; "
+              f"p95 {cost['p95']:.2f}): every 10 s, {share:.4f} % of a core")  # fmt: skip
     results["registry"] = bench_registry(tmp, args.instances, args.seconds, args.waits)
     reg = results["registry"]
     rows = [
