@@ -15,6 +15,7 @@ Contracts      contract_add, contract_show, contract_ls
 Evaluations    evaluate, record_evaluation, record_harness, evaluation_checks, evaluations_of
 Channels       gate, promote, approve, rollback, channel_rm, history, history_verify, status
 Canaries       canary_of, canary_start, canary_stop, canary_status
+What serves    fleet_report, fleet, fleet_history, fleet_wait
 The loop       improve
 Traces         traces_ls, traces_export, record_feedback, write_traces, dataset_show
 Export         export
@@ -98,6 +99,10 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "canary_start": ("mint.gates.canary", "canary_start", _ANY),
     "canary_stop": ("mint.gates.canary", "canary_stop", _ANY),
     "canary_status": ("mint.gates.canary", "canary_status", _ANY),
+    "fleet_report": ("mint.fleet.records", "fleet_report", _ANY),
+    "fleet": ("mint.fleet.reads", "fleet", _ANY),
+    "fleet_history": ("mint.fleet.reads", "fleet_history", _ANY),
+    "fleet_wait": ("mint.porcelain.fleet_wait", "fleet_wait", _ONCE),
     "improve": ("mint.porcelain.improve", "improve", _ONCE),
     "traces_ls": ("mint.traces.records", "traces_ls", _ANY),
     "traces_export": ("mint.traces.export", "traces_export", _ANY),
@@ -161,6 +166,10 @@ __all__ = [
     "evaluations_of",
     "export",
     "fetch",
+    "fleet",
+    "fleet_history",
+    "fleet_report",
+    "fleet_wait",
     "fsck",
     "gate",
     "gc",
@@ -286,6 +295,8 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.bases import base_add, base_ls
     from mint.commits.repository import diff, log, ls, show
     from mint.commits.repository import resolve_rev as resolve
+    from mint.fleet.reads import fleet, fleet_history
+    from mint.fleet.records import fleet_report
     from mint.gates.canary import canary_of, canary_start, canary_status, canary_stop
     from mint.gates.contracts import contract_add, contract_ls, contract_show
     from mint.gates.evaluations import evaluations_of
@@ -305,6 +316,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.porcelain.commit import candidates, commit, set_commit, set_derive
     from mint.porcelain.evaluate import evaluate
     from mint.porcelain.files import adapter_config, checkout, export, set_spec
+    from mint.porcelain.fleet_wait import fleet_wait
     from mint.porcelain.harness import record_harness
     from mint.porcelain.improve import improve
     from mint.porcelain.merge import merge, merge_replay

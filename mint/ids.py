@@ -46,6 +46,7 @@ class RefKind(StrEnum):
     CHANNEL = "channel"
     HEAD = "head"  # a line head, in ref_history only: pushed or forced moves
     CANARY = "canary"  # a channel's canary, in ref_history only: started and stopped
+    FLEET = "fleet"  # a channel's fleet, in ref_history only: diverged from its holder, or not
 
 
 class Action(StrEnum):
@@ -59,6 +60,8 @@ class Action(StrEnum):
     PUSH = "push"
     CANARY_START = "canary-start"
     CANARY_STOP = "canary-stop"
+    FLEET_DIVERGED = "fleet-diverged"
+    FLEET_CONVERGED = "fleet-converged"
 
 
 class CanaryOutcome(StrEnum):

@@ -72,6 +72,9 @@ class Metrics:
         self.serving: Callable[[], tuple[str, str] | None] = lambda: None  # (set name, commit)
         self.resident: Callable[[], int] = lambda: 0  # versions kept loaded after serving
         self.traces: Callable[[], dict | None] = lambda: None  # the recorder's stats
+        self.reports: Callable[[], dict | None] = lambda: None  # the fleet reporter's stats
+        # told of each swap, failed staging and change of a canary's split (the fleet reporter)
+        self.changed: Callable[[], None] = lambda: None
 
     def turn(
         self, route: str, latency: dict[str, float], fallback: bool = False, tokens: int = 0
@@ -123,6 +126,7 @@ class Metrics:
         name, text = "mint_resident_versions", "Set versions kept loaded after they served."
         lines += [*_header(name, text, "gauge"), f"{name} {self.resident()}"]
         lines += _trace_lines(self.traces())
+        lines += _report_lines(self.reports())
         return "\n".join(lines) + "\n"
 
     def _counters(self) -> list[str]:
@@ -188,6 +192,16 @@ def _trace_lines(stats: dict | None) -> list[str]:
     ):
         lines += [*_header(name, text, "gauge"), f"{name} {stats.get(key, 0)}"]
     return lines
+
+
+def _report_lines(stats: dict | None) -> list[str]:
+    """The fleet reporter's counters (nothing when it does not report): reports sent, and
+    dropped because they could not go (the registry down, slow or refusing)."""
+    if stats is None:
+        return []
+    name = "mint_fleet_reports_total"
+    lines = _header(name, "Reports of what this instance serves, by outcome.", "counter")
+    return lines + [f"{name}{_labels(outcome=k)} {stats.get(k, 0)}" for k in ("sent", "dropped")]
 
 
 def _header(name: str, text: str, kind: str) -> list[str]:

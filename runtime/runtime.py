@@ -71,6 +71,8 @@ class Watch(Protocol):
 class Runtime:
     """Holds the active set version on one shared base, and swaps it without dropping requests."""
 
+    split = property(lambda self: self._split, doc="The canary's split served, if any.")
+
     def __init__(
         self,
         base: SharedBase,
@@ -352,6 +354,7 @@ class Runtime:
 
     def _remember(self, record: SwapRecord) -> None:
         self.history = (self.history + [record])[-100:]
+        self.metrics.changed()
 
     # --- following a channel ------------------------------------------------------------
 
@@ -414,6 +417,7 @@ class Runtime:
             holder = self.active.id[:12] if self.active else "nothing"
             for line in split_lines(where, old, canary if slot is not None else None, holder, why):
                 log.info(line)
+            self.metrics.changed()
             return True
 
     def _canary_version(self, commit: str) -> Slot:

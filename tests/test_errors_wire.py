@@ -67,6 +67,10 @@ SAMPLES = {
     "blob_id": SHA["a"],
     "given": "127.0.0.1:8080",
     "actual": SHA["b"],
+    "commit": SHA["e"],
+    "limit": 4096,
+    "seconds": 15.0,
+    "lagging": ["r2 serves aaaaaaaaaaaa (failed 2026-12-03T14:03:09: NotVerified: unsigned)"],
     "report": GateReport(
         CommitId(SHA["c"]),
         "chat",

@@ -111,6 +111,11 @@ def test_every_page_of_a_shape_runs_the_one_statement_built_for_it(moved, repo):
                 assert pages == [
                     [x for x in whole if x.name > after][: shape.get("limit")] for after in names
                 ]
+                # status also reads the fleet's counts of a page of lines (issue 38): a
+                # statement built once too
+                counts = [q for q in ran[call] if "fleet_follows" in str(q)]
+                assert len({id(q) for q in counts}) <= 1
+                ran[call] = [q for q in ran[call] if not any(q is c for c in counts)]
                 assert len(ran[call]) == len(names) and len({id(q) for q in ran[call]}) == 1
     finally:
         sa.event.remove(repo.db.engine, "before_execute", record)

@@ -1,7 +1,8 @@
 """Fixtures of the vLLM tests (`make test-vllm`), each built once per run: the demo MoL on a
 base vLLM's CPU attention accepts, a repository holding it behind a real `mint registry
-serve`, ONE vLLM server with mint's plugin (MINT_REPO the registry, MINT_TOKEN an admin's),
-and `mint serve macaron@production --engine vllm` in front of it.
+serve`, ONE vLLM server with mint's plugin (MINT_REPO the registry, MINT_TOKEN an admin's,
+MINT_INSTANCE vllm-1), and `mint serve macaron@production --engine vllm` (instance front-1) in
+front of it; both report what they serve to the registry.
 
 The repository (see `World`): the base `tiny-llama`; the experts chat, agent, coding and ui,
 each tagged v1; two router commits and two versions of the set `macaron` (the trained router,
@@ -130,6 +131,7 @@ def vllm(world, tmp_path_factory) -> VllmServer:
     if not python.exists():
         pytest.fail(f"no vLLM environment at {python}: run `make test-vllm`")
     env = {"MINT_REPO": world.registry.url, "MINT_TOKEN": world.tokens["admin"]}
+    env |= {"MINT_INSTANCE": "vllm-1", "MINT_REPORT_INTERVAL": "1"}  # what it serves, reported
     server = start_vllm(python, world.base, tmp_path_factory.mktemp("vllm"), env)
     yield server
     server.stop()
@@ -139,7 +141,10 @@ def vllm(world, tmp_path_factory) -> VllmServer:
 def front(world, vllm, tmp_path_factory) -> Served:
     """`mint serve macaron@production --engine vllm` over the vLLM server."""
     served = start_front(
-        world, tmp_path_factory.mktemp("front"), "--engine", "vllm", "--engine-url", vllm.url
+        world,
+        tmp_path_factory.mktemp("front"),
+        *("--engine", "vllm", "--engine-url", vllm.url),
+        *("--instance", "front-1", "--report-interval", "1"),
     )
     yield served
     served.stop()

@@ -31,6 +31,7 @@ COMMANDS = {
         "channel_cmds",
     ),
     "canary": "canary_cmds",
+    "fleet": "fleet_cmds",
     **dict.fromkeys(("candidates", "improve"), "loop_cmds"),
     "pull": "hub_cmds",
     **dict.fromkeys(("export", "route-eval", "serve"), "runtime_cmds"),

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import click
 
 EXIT_ERROR, EXIT_USAGE, EXIT_GATE, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_NOT_CONVERGED = 4  # `--wait` ran out of time: a live instance does not serve the version
 
 Hint = str | Callable[[Exception], str | None] | None
 
@@ -26,6 +27,7 @@ def cli_error_mappings() -> dict[type[Exception], tuple[Hint, int]]:
     from mint import errors as e
 
     codes = {e.GateRefused: EXIT_GATE, e.ForceNeedsReason: EXIT_USAGE}
+    codes[e.NotConverged] = EXIT_NOT_CONVERGED
     hints = {**_store_hints(e), **_input_hints(e), **_hub_hints(e), **_registry_hints(e)}
     hints |= _signing_hints(e)
     hints |= _runtime_hints()
@@ -106,6 +108,9 @@ def _registry_hints(e) -> dict:
         e.MissingObjects: "push what it refers to first (mint push sends it all in order)",
         e.ContractConflict: "a recorded contract version never changes: `mint contract add` "
         "the registry's version (`mint contract show NAME` there), or ask an admin",
+        e.NotConverged: lambda x: f"the move is made; see `mint fleet {x.ref}`",
+        e.TooManyInstances: "stop reporting from instances that are gone, or ask the admin "
+        "for a higher `registry serve --max-instances-per-token`",
     }
 
 

@@ -9,6 +9,7 @@ from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
 from mint.cli.channel_cmds import gate_report_table as gate_table  # the table promote shows
 from mint.cli.channel_cmds import overridden
+from mint.cli.fleet_cmds import wait_options, waited
 from mint.errors import GateRefused
 
 
@@ -39,13 +40,15 @@ def _shown(c) -> str:
 @click.option("--contract", "contract_name", help="Also apply this contract.")
 @click.option("--force", is_flag=True, help="Override a refusing gate (needs --reason; logged).")
 @click.option("--reason", help="Why (recorded in history).")
+@wait_options
 @json_option
 @with_repo
-def start(repo, ref, candidate, fraction, contract_name, force, reason, as_json) -> None:
+def start(repo, ref, candidate, fraction, contract_name, force, reason, wait, as_json) -> None:
     """Serve CANDIDATE to a fraction of SET_LINE@CHANNEL's requests beside its holder.
 
     Real traffic reaches it, so CANDIDATE must pass the gate `mint promote` would run for
-    CHANNEL (the table is shown when it refuses), unless --force with a --reason."""
+    CHANNEL (the table is shown when it refuses), unless --force with a --reason. With
+    --wait, until every live instance following the channel serves the split."""
     try:
         c = api.canary_start(
             repo,
@@ -60,10 +63,15 @@ def start(repo, ref, candidate, fraction, contract_name, force, reason, as_json)
     except GateRefused as exc:
         gate_table(exc.report, as_json)
         raise
+    if not as_json:
+        echo(_shown(c))
+        overridden(getattr(c, "overridden", None))  # none from a registry before it
+    if wait is None:
+        return emit_json(c) if as_json else None
+    split = {"canary": True, "fraction": c.fraction}
+    done = waited(repo, f"{c.line}@{c.channel}", c.candidate, wait, as_json, **split)
     if as_json:
-        return emit_json(c)
-    echo(_shown(c))
-    overridden(getattr(c, "overridden", None))  # none from a registry before it
+        emit_json({"canary": c, "fleet": done})
 
 
 @canary.command("stop")

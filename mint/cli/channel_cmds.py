@@ -10,6 +10,7 @@ from mint.cli._output import echo, emit_json, short, table, warn
 from mint.cli.config_cmds import sign_key_from
 from mint.cli.config_cmds import sign_option as _sign_option
 from mint.cli.contract_cmds import checks_table
+from mint.cli.fleet_cmds import wait_options, waited
 from mint.cli.key_cmds import password_from, password_option
 
 sign_option = _sign_option(
@@ -36,17 +37,22 @@ def gate_report_table(report, as_json: bool) -> None:
         echo(checks_table(report.checks))
 
 
-def _moved(move, as_json: bool) -> None:
-    if as_json:
-        return emit_json(move)
+def _moved(move, as_json: bool, repo=None, wait: float | None = None) -> None:
+    """The move; with WAIT (seconds), then the wait until the channel's fleet serves it."""
     where = f"{move.line}@{move.channel}"
-    echo(f"{where}: {short(move.from_)} -> {short(move.to)} ({move.action})")
-    if move.stopped_canary is not None:  # its baseline no longer holds: stopped with the move
-        echo(
-            f"{where}: canary #{move.stopped_canary} ended in the same transaction: its "
-            f"baseline no longer holds the channel (mint canary status {where})"
-        )
-    overridden(getattr(move, "overridden", None))  # none from a registry before it
+    if not as_json:
+        echo(f"{where}: {short(move.from_)} -> {short(move.to)} ({move.action})")
+        if move.stopped_canary is not None:  # its baseline no longer holds: stopped with it
+            echo(
+                f"{where}: canary #{move.stopped_canary} ended in the same transaction: its "
+                f"baseline no longer holds the channel (mint canary status {where})"
+            )
+        overridden(getattr(move, "overridden", None))  # none from a registry before it
+    if wait is None:
+        return emit_json(move) if as_json else None
+    done = waited(repo, where, move.to, wait, as_json)
+    if as_json:
+        emit_json({"move": move, "fleet": done})
 
 
 def overridden(checks) -> None:
@@ -84,10 +90,21 @@ def gate(repo, rev, channel, contract_name, as_json) -> None:
 )
 @sign_option
 @password_option
+@wait_options
 @json_option
 @with_repo
 def promote(
-    repo, rev, channel, contract_name, force, reason, create, sign_key, password_env, as_json
+    repo,
+    rev,
+    channel,
+    contract_name,
+    force,
+    reason,
+    create,
+    sign_key,
+    password_env,
+    wait,
+    as_json,
 ) -> None:
     """Check the gate guarding CHANNEL, then move LINE@CHANNEL to REV."""
     from mint.errors import GateRefused
@@ -107,8 +124,8 @@ def promote(
     except GateRefused as exc:
         gate_report_table(exc.report, as_json)
         raise
-    _moved(move, as_json)
     _only_here(repo, move, f"promote {rev} --to {channel}")
+    _moved(move, as_json, repo, wait)
 
 
 @click.command()
@@ -136,9 +153,10 @@ def approve(repo, rev, channel, as_json) -> None:
 @click.option("--reason", help="Why (recorded in history).")
 @sign_option
 @password_option
+@wait_options
 @json_option
 @with_repo
-def rollback(repo, ref, to, reason, sign_key, password_env, as_json) -> None:
+def rollback(repo, ref, to, reason, sign_key, password_env, wait, as_json) -> None:
     """Move LINE@CHANNEL back to its previous holder."""
     from mint.errors import GateRefused
 
@@ -148,8 +166,8 @@ def rollback(repo, ref, to, reason, sign_key, password_env, as_json) -> None:
     except GateRefused as exc:
         gate_report_table(exc.report, as_json)
         raise
-    _moved(move, as_json)
     _only_here(repo, move, f"rollback {ref}" + (f" --to {to}" if to else ""))
+    _moved(move, as_json, repo, wait)
 
 
 def _only_here(repo, move, command: str) -> None:
@@ -304,8 +322,9 @@ def status(repo, limit, after, everything, as_json) -> None:
 def status_table(items) -> str:
     """A row for each channel of each line (one for a line without channels): LINE, KIND and
     HEAD on the line's first row; CHANNEL and its HOLDER here; then a column for each remote
-    on the page, its holder of that channel as last fetched ("ON ORIGIN"). A column more is one
-    entry in `columns`."""
+    on the page, its holder of that channel as last fetched ("ON ORIGIN"); where serving
+    instances report, SERVING (live instances on the holder / following it, `mint fleet`). A
+    column more is one entry in `columns`."""
     remotes = sorted({k.partition("/")[0] for s in items for k in s.remote})
     rows = []  # (line status, its first row?, channel or None)
     for s in items:
@@ -318,6 +337,8 @@ def status_table(items) -> str:
         ("CHANNEL", lambda s, first, ch: ch or "-"),
         ("HOLDER", lambda s, first, ch: short(s.channels.get(ch)) if ch else ""),
     ]
+    if any(getattr(s, "serving", None) for s in items):  # instances report what they serve
+        columns.append(("SERVING", lambda s, first, ch: _serving(s, ch) if ch else ""))
     columns += [
         (
             f"ON {r.upper()}",
@@ -326,6 +347,12 @@ def status_table(items) -> str:
         for r in remotes
     ]
     return table([[cell(*row) for _, cell in columns] for row in rows], [h for h, _ in columns])
+
+
+def _serving(s, channel: str) -> str:
+    """`7/8`: live instances serving CHANNEL's holder, of those following it (if any report)."""
+    counts = s.serving.get(channel)
+    return f"{counts[0]}/{counts[1]}" if counts else ""
 
 
 @click.group()

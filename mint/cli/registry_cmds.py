@@ -64,6 +64,22 @@ def registry() -> None:
     metavar="N",
     help="Connections open at once; a request on one more is answered 503.  [default: 1000]",
 )
+@click.option(
+    "--max-instances-per-token",
+    type=click.IntRange(1),
+    metavar="N",
+    help="Live serving instances one token reports for; a report of one more is answered "
+    "429.  [default: 4096]",
+)
+@click.option(
+    "--fleet-diverged-after",
+    type=click.FloatRange(0),
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A channel whose live instances serve another commit than its holder for this long "
+    "has diverged: a fleet.diverged event, marked on its page.",
+)
 @click.pass_obj
 def serve(
     ctx,
@@ -77,6 +93,8 @@ def serve(
     no_presign: bool,
     request_timeout: float | None,
     max_connections: int | None,
+    max_instances_per_token: int | None,
+    fleet_diverged_after: float,
 ) -> None:
     """Serve the repository's HTTP API (/api/v1/, /openapi.json) and the Hugging Face Hub's
     download protocol (HF_ENDPOINT=URL: lines are repos, channels and tags revisions) until
@@ -94,12 +112,13 @@ def serve(
         blob=max_blob or limits.blob,
         request_timeout=request_timeout or limits.request_timeout,
         connections=max_connections or limits.connections,
+        instances=max_instances_per_token or limits.instances,
     )
     if hf_main is not None:
         check_name("channel", hf_main)
     presign = None if no_presign else presign_threshold
     hub = {"hf_main": hf_main, "public_read": public_read, "presign_threshold": presign}
-    run(local_repo(ctx), host, port, limits, **hub)
+    run(local_repo(ctx), host, port, limits, diverged_after=fleet_diverged_after, **hub)
 
 
 @registry.group()

@@ -18,6 +18,7 @@ from mint.cli._common import (
     with_repo,
 )
 from mint.cli._output import echo, emit_json, is_tty, safe, short, table, warn
+from mint.cli.fleet_cmds import report_options
 
 
 def quiet_libraries() -> None:
@@ -229,6 +230,7 @@ def client_checks(repo, host: str, token_env: tuple[str, ...], registry_tokens: 
 @engine_options
 @token_options
 @signature_options
+@report_options
 @with_repo
 def serve(
     repo,
@@ -247,6 +249,7 @@ def serve(
     token_env,
     registry_tokens,
     signatures,
+    report,
 ) -> None:
     """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel. Each turn
     is recorded as a trace in the repository or on the registry (see `mint traces`; the token
@@ -258,7 +261,6 @@ def serve(
 
     log_to_stderr()  # a line per swap, canary start and stop, and reconnect
     checks = client_checks(repo, host, token_env, registry_tokens)
-    no_traces = no_traces or reader_records_nothing(repo)
     from mint.runtime.service import open_runtime
 
     check_port(host, port)
@@ -271,7 +273,7 @@ def serve(
             poll_interval=poll,
             batching=batching,
             max_cpu_adapters=max_cpu_adapters,
-            traces=not no_traces,
+            traces=not (no_traces or reader_records_nothing(repo)),
             trace_content=not no_trace_content,
             engine_url=url,
             engine_key=engine_key,
@@ -279,7 +281,7 @@ def serve(
         )
         on = f" on vLLM at {url}" if url else ""
         warn(f"mint: serving {rev} ({short(runtime.active.id)}){on} on http://{host}:{port}")
-        serve_until_stopped(runtime, host, port, checks)
+        serve_until_stopped(runtime, host, port, checks, report(runtime, repo, rev))
 
 
 def reader_records_nothing(repo) -> bool:
@@ -291,14 +293,17 @@ def reader_records_nothing(repo) -> bool:
     return False
 
 
-def serve_until_stopped(runtime, host: str, port: int, checks: list) -> None:
-    """Follow the channel and serve until SIGTERM or SIGINT; then close everything."""
+def serve_until_stopped(runtime, host: str, port: int, checks: list, reporter=None) -> None:
+    """Follow the channel and serve until SIGTERM or SIGINT; then close everything (the
+    reporter says goodbye, so that the instance is shown stopped, not stale)."""
     from mint.runtime.serving import serve as run_server
 
     runtime.follow()
     try:
         stopped_by = run_server(runtime, host, port, checks=checks, log_level="warning")
     finally:
+        if reporter is not None:
+            reporter.close(goodbye=True)
         runtime.close()
         for check in checks:
             getattr(check, "close", lambda: None)()

@@ -33,7 +33,7 @@ def webhook() -> None:
     "--events",
     metavar="TYPE,...",
     help="Only these event types (channel.moved, tag.moved, line.pushed, canary.started, "
-    "canary.stopped); default: all.",
+    "canary.stopped, fleet.diverged, fleet.converged); default: all.",
 )
 @json_option
 @click.pass_obj

@@ -484,13 +484,18 @@ class PushRejected(RegistryError):
         self.line, self.ours, self.theirs, self.why = line, ours, theirs, why
 
 
-# --- signing (mint/errors/signing.py) and evidence from harnesses and merges
-# (mint/errors/evidence.py, issue 39): imported after the classes their errors derive from ---
-
+# --- signing (mint/errors/signing.py), evidence from harnesses and merges (mint/errors/evidence.py)
+# --- and what serves (mint/errors/fleet.py): imported after the classes their errors derive from
 from mint.errors.evidence import (  # noqa: E402, F401 (re-exported)
     InvalidResults,
     MergeMismatch,
     OtherModel,
+)
+from mint.errors.fleet import (  # noqa: E402, F401 (re-exported)
+    InvalidReport,
+    NotConverged,
+    TooManyInstances,
+    UnknownServedCommit,
 )
 from mint.errors.signing import (  # noqa: E402, F401 (re-exported)
     InvalidKey,

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.commits.rows import members_of
+from mint.fleet.reads import served_minutes
 from mint.gates import evaluations as ev
 from mint.gates.contracts import get_row
 from mint.gates.reads import Evaluated, guards_evaluated, has_held
@@ -97,6 +98,7 @@ def gate_rows(conn, cid: str, line: str, channel: str, extra, holder: str | None
             checks.append(approvals_check(approval_count(conn, cid, channel), row))
         if (row.body.get("signature") or {}).get("required"):
             checks.append(signature_check(conn, cid, row.body["signature"]["keys"]))
+        checks += [served_check(conn, cid, line, t) for t in row.body.get("served", ())]
     contracts = [f"{r.name}@v{r.version}" for r in rows]
     return GateReport(CommitId(cid), line, channel, holder, contracts, checks, evals), rows
 
@@ -122,6 +124,20 @@ def signature_check(conn, cid: str, keys: list[str]) -> Check:
     members = [(m.label, m.commit_id) for m in members_of(conn, cid)]
     verdict = judge(lambda c: verify_in(conn, c, c[:12]), cid, members, keys)
     return Check("signature", required(keys), verdict.why, verdict.ok)
+
+
+def served_check(conn, cid: str, line: str, table: dict) -> Check:
+    """The row of a contract's `[[served]]`: CID served LINE@CHANNEL as its holder for
+    MIN_MINUTES, on MIN_INSTANCES instances at once, by the served history."""
+    channel, minutes, n = table["channel"], table["min_minutes"], table["min_instances"]
+    found = served_minutes(conn, cid, line, channel, n)
+    on = "1 instance" if n == 1 else f"{n} instances at once"
+    return Check(
+        f"served {line}@{channel}",
+        f">= {minutes:g} min on {on}",
+        f"{found:.1f} min",
+        found >= minutes,
+    )
 
 
 def approvals_check(n: int, row) -> Check:

@@ -30,6 +30,7 @@ from mint.signing.policy import parse_keys
 
 TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "lines", "live"}
 TOP_KEYS.add("signature")  # [signature]: issue 23
+TOP_KEYS.add("served")  # [[served]]: issue 38
 METRIC_KEYS = {"name", "min", "max", "max_regression"}
 EVALUATOR_KEYS = {"command", "timeout", "version", "data"}
 HARNESS_KEYS = {"harness", "tasks", "include", "limit", "num_fewshot"}  # docs/harness.md
@@ -37,6 +38,8 @@ HARNESSES = ("lm-eval", "inspect")
 LIVE_KEYS = {"min_score", "max_drop", "min_traces", "max_traces", "min_users", "min_callers"}
 LIVE_KEYS |= {"max_user_share", "max_caller_share", "confidence"}  # issue 40: who steers
 SIGNATURE_KEYS = {"required", "keys"}
+SERVED_KEYS = {"channel", "min_minutes", "min_instances"}
+MAX_MINUTES = 366 * 24 * 60.0  # a year of soak time
 DEFAULT_TIMEOUT = 600.0
 MAX_TIMEOUT = 7 * 24 * 3600.0
 MAX_VERSION = 2**31 - 1  # the version column is a 32-bit integer
@@ -98,6 +101,8 @@ def parse_contract(text: str, source: str = "contract") -> dict:
         body["live"] = _live(raw["live"], bad)
     if "signature" in raw:  # likewise: absent, the body and id are unchanged
         body["signature"] = _signature(raw["signature"], bad)
+    if "served" in raw:  # likewise
+        body["served"] = [_served(t, bad) for t in _list_of_tables(raw["served"], "served", bad)]
     return body
 
 
@@ -248,6 +253,25 @@ def _signature(table, bad) -> dict:
     except MintError as exc:
         raise bad(f"signature.keys: {exc}") from None
     return {"required": required, "keys": list(names)}
+
+
+def _served(table: dict, bad) -> dict:
+    """[[served]]: the commit must have served CHANNEL (as its holder, by the served history
+    that serving processes report) for MIN_MINUTES, on MIN_INSTANCES instances at once."""
+    unknown = set(table) - SERVED_KEYS
+    if unknown:
+        known = ", ".join(sorted(SERVED_KEYS))
+        raise bad(f"unknown served key {sorted(unknown)[0]!r} (known: {known})")
+    if not isinstance(table.get("channel"), str):
+        raise bad("every [[served]] needs a channel")
+    check_name("channel", table["channel"])
+    minutes = table.get("min_minutes", 0)
+    if not is_finite_number(minutes) or not 0 <= minutes <= MAX_MINUTES:
+        raise bad(f"served.min_minutes must be a number of minutes from 0 to {MAX_MINUTES:g}")
+    n = table.get("min_instances", 1)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 100_000:
+        raise bad("served.min_instances must be a whole number, 1 or more")
+    return {"channel": table["channel"], "min_minutes": float(minutes), "min_instances": n}
 
 
 # --- storing and reading -----------------------------------------------------
@@ -405,4 +429,5 @@ def _contract(row) -> Contract:
         row.created_by,
         b.get("live"),
         b.get("signature"),
+        b.get("served"),
     )

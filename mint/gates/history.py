@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import sqlalchemy as sa
 
@@ -10,6 +11,7 @@ from mint import schema as s
 from mint.commits.rows import lines_page, page_of_lines
 from mint.db import plain_rows
 from mint.errors import InvalidConfig, RevisionNotFound
+from mint.fleet.reads import serving_counts
 from mint.ids import Action, Kind, RefKind, iso
 from mint.objects import LineStatus, Move
 from mint.refs.revisions import near_refs
@@ -41,8 +43,8 @@ def _as_move(r) -> Move:
 def history(
     repo: Repo, ref: str, *, n: int | None = None, before: int | None = None
 ) -> list[Move]:
-    """Moves of LINE@CHANNEL, oldest first, with its canaries' starts and stops; history is
-    never edited or deleted.
+    """Moves of LINE@CHANNEL, oldest first, with its canaries' starts and stops and its fleet's
+    divergences from its holder (and convergences); history is never edited or deleted.
 
     Every move by default. With N, only the newest N moves (a page); with BEFORE (an entry
     id), only moves older than that entry. The page before a page P is `before=P[0].id`.
@@ -53,8 +55,10 @@ def history(
     if not line or not channel:
         raise RevisionNotFound(ref, "expected LINE@CHANNEL")
     h = s.ref_history.c
-    # A canary's start and stop are part of the channel's story (they move no ref).
-    where = (h.line == line, h.name == channel, h.kind.in_([RefKind.CHANNEL, RefKind.CANARY]))
+    # A canary's start and stop, a fleet's divergence, are part of the channel's story (they
+    # move no ref).
+    kinds = [RefKind.CHANNEL, RefKind.CANARY, RefKind.FLEET]
+    where = (h.line == line, h.name == channel, h.kind.in_(kinds))
     with repo.db.read() as conn:
         q = sa.select(s.ref_history).where(*where)
         if before is not None:
@@ -85,7 +89,10 @@ def status(repo: Repo, *, limit: int | None = None, after: str | None = None) ->
     page = page_of_lines(limit, after)
     with repo.db.read(autocommit=True) as conn:
         rows = plain_rows(conn, _status_query(limit is not None, after is not None), page)
-    return _line_statuses(rows)
+        found = _line_statuses(rows)
+        serving = serving_counts(conn, [s.name for s in found])
+    # how many live instances serve each channel's holder, where some report they follow it
+    return [replace(s, serving=serving[s.name]) if s.name in serving else s for s in found]
 
 
 @functools.cache

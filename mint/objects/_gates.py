@@ -25,6 +25,7 @@ class Contract:
     created_by: str
     live: dict | None = None  # [live]: min_score, max_drop, min_traces, ... (those given)
     signature: dict | None = None  # [signature]: required, keys (names of trusted keys)
+    served: list[dict] | None = None  # [[served]]: channel, min_minutes, min_instances
 
 
 @frozen
@@ -115,6 +116,9 @@ class LineStatus:
     channels: dict[str, str]
     # REMOTE/CHANNEL -> commit: each remote's channels as the last fetch saw them (read-only)
     remote: dict[str, str] = field(default_factory=dict)
+    # CHANNEL -> [live instances serving its holder, live instances following it] (issue 38),
+    # for the channels some serving process reports it follows
+    serving: dict[str, list[int]] = field(default_factory=dict)
 
 
 @frozen

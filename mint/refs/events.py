@@ -1,6 +1,7 @@
-"""The ref log as events: each `ref_history` row (a ref moved, a canary started or stopped)
-is one event, with its row id as the event's id. The registry's event stream and its
-webhooks send these; webhooks filter on `EVENT_TYPES`."""
+"""The ref log as events: each `ref_history` row (a ref moved, a canary started or stopped, a
+channel's fleet diverged from its holder or converged on it) is one event, with its row id
+as the event's id. The registry's event stream and its webhooks send these; webhooks filter
+on `EVENT_TYPES`."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ from mint.repo import Repo
 BATCH = 500  # rows read per look
 TYPES = {RefKind.CHANNEL: "channel.moved", RefKind.TAG: "tag.moved", RefKind.HEAD: "line.pushed"}
 CANARY_TYPES = {Action.CANARY_START: "canary.started", Action.CANARY_STOP: "canary.stopped"}
+FLEET_TYPES = {
+    Action.FLEET_DIVERGED: "fleet.diverged",
+    Action.FLEET_CONVERGED: "fleet.converged",
+}
 # Every type an event may have (webhooks filter on these).
-EVENT_TYPES = (*TYPES.values(), *CANARY_TYPES.values())
+EVENT_TYPES = (*TYPES.values(), *CANARY_TYPES.values(), *FLEET_TYPES.values())
 
 
 def rows_after(repo: Repo, after: int) -> list:
@@ -44,4 +49,6 @@ def event_of(row) -> dict:
     kind = TYPES.get(row.kind, "ref.moved")
     if row.kind == RefKind.CANARY:
         kind = CANARY_TYPES.get(row.action, "canary.stopped")
+    if row.kind == RefKind.FLEET:  # which instances, and why, in one line
+        kind, data["reason"] = FLEET_TYPES.get(row.action, "fleet.converged"), row.reason
     return {"id": row.id, "type": kind, "at": at, "data": data}

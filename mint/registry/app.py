@@ -10,11 +10,14 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from mint import __version__
+from mint.fleet.signals import DIVERGED_AFTER
 from mint.registry import (
     failures,
+    fleet_watch,
     routes_blobs,
     routes_canary,
     routes_events,
+    routes_fleet,
     routes_hf,
     routes_keys,
     routes_read,
@@ -36,11 +39,14 @@ def create_app(
     hf_main: str | None = None,
     public_read=False,
     presign_threshold: int | None = routes_blobs.PRESIGN_THRESHOLD,
+    diverged_after: float = DIVERGED_AFTER,
 ) -> FastAPI:
     """The application serving REPO under /api/v1/, described at /openapi.json, and the Hub's
     download protocol (`routes_hf`): `main` is HF_MAIN's holder when given, else the head;
     PUBLIC_READ opens the Hub's reads to requests without a token. Downloads of blobs of
-    PRESIGN_THRESHOLD bytes or more redirect to the store's presigned URLs (S3; None: never)."""
+    PRESIGN_THRESHOLD bytes or more redirect to the store's presigned URLs (S3; None: never).
+    A channel whose live instances stay off its holder for DIVERGED_AFTER seconds has
+    diverged (a `fleet.diverged` event; marked on its page)."""
     app = FastAPI(
         title="mint registry",
         version=__version__,
@@ -52,6 +58,7 @@ def create_app(
     app.state.repo = repo
     app.state.limits = limits or Limits()
     app.state.presign_threshold = presign_threshold
+    app.state.diverged_after = diverged_after
     for module in (
         routes_read,
         routes_search,
@@ -63,11 +70,14 @@ def create_app(
         routes_events,
         routes_team,
         routes_keys,
+        routes_fleet,
     ):
         app.include_router(module.router)
+    app.include_router(routes_fleet.root)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])
     failures.install(app)
     webhooks.install(app)  # delivers while the app runs (its lifespan)
+    fleet_watch.install(app)  # fleet.diverged and fleet.converged events, while it runs
     routes_hf.install(app, hf_main, public_read)
     web.install(app)  # the pages at / (docs/web.md), outside /openapi.json
     app.add_middleware(BodyLimit, limits=app.state.limits)

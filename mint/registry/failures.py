@@ -67,6 +67,9 @@ def status_table() -> dict[type[BaseException], int]:
         e.EvaluationFailed: 422,
         e.MergeMismatch: 422,
         e.BlobChanged: 422,
+        e.InvalidReport: 422,
+        e.TooManyInstances: 429,
+        e.NotConverged: 409,
         e.BlobCorrupt: 500,  # the server's own bytes are damaged: not the client's doing
         e.DatabaseUnavailable: 503,
         e.SchemaOutdated: 503,
@@ -115,6 +118,8 @@ async def on_mint_error(request: Request, exc: Exception) -> JSONResponse:
     if status >= 500:
         log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 429:
+        headers = {"Retry-After": "30"}  # a live instance goes stale within three intervals
     return error_response(status, type(exc).__name__, str(exc), error_detail(exc), headers)
 
 

@@ -3,7 +3,8 @@
 A request whose Content-Length is over its limit is answered 413 before a byte of its body
 is read; one without a length (chunked) is counted as it arrives and stopped at the limit.
 Blob uploads (`PUT /api/v1/blobs/{id}`) have their own, larger limit, and so do packs of
-blobs (`POST /api/v1/blobs/pack`), each blob in them under the blob limit. The deadline on slow
+blobs (`POST /api/v1/blobs/pack`), each blob in them under the blob limit; a serving process's
+report (`POST /api/v1/fleet/report`) a smaller one. The deadline on slow
 clients and the cap on open connections are kept here too; `serving` enforces them.
 """
 
@@ -19,6 +20,7 @@ from mint.registry.failures import error_response
 MiB = 1024 * 1024
 BLOB_PREFIX = "/api/v1/blobs/"
 PACK_PATH = "/api/v1/blobs/pack"
+REPORT_PATH = "/api/v1/fleet/report"
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,14 @@ class Limits:
     pack: int = 64 * 1024 * MiB  # one pack of blobs (and never less than one blob)
     request_timeout: float = 30.0  # seconds for a request's head; a body may not stall longer
     connections: int = 1000  # open at once; a request on one more is answered 503
+    report: int = 1 * MiB  # a serving process's report (1,000 names, a failure each)
+    instances: int = 4096  # live instances one token reports for (more: 429)
 
     def for_request(self, method: str, path: str) -> int:
         if method == "POST" and path == PACK_PATH:
             return max(self.pack, self.blob)
+        if method == "POST" and path == REPORT_PATH:
+            return min(self.report, self.body)
         is_upload = method == "PUT" and path.startswith(BLOB_PREFIX) and path != BLOB_PREFIX
         return self.blob if is_upload else self.body
 

@@ -144,7 +144,7 @@ async def events(
     ] = False,
 ) -> StreamingResponse:
     """Ref moves as server-sent events: `channel.moved`, `tag.moved`, `line.pushed`,
-    `canary.started`, `canary.stopped`,
+    `canary.started`, `canary.stopped`, `fleet.diverged`, `fleet.converged`,
     resumed after `Last-Event-ID` (or `after`)."""
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(

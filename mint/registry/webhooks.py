@@ -134,11 +134,12 @@ def claim(repo: Repo) -> tuple | None:
 
 def payload(event_row) -> dict:
     """The event a ref_history row is, as the event stream sends it, with the ref's name also
-    under its kind (`channel` for channel.moved, `tag` for tag.moved)."""
+    under its kind (`channel` for channel.moved, `tag` for tag.moved; `channel` for a fleet's
+    fleet.diverged and fleet.converged)."""
     event = event_of(event_row)
     kind = event["type"].split(".")[0]
-    if kind in ("channel", "tag"):
-        event["data"][kind] = event["data"]["name"]
+    if kind in ("channel", "tag", "fleet"):
+        event["data"]["channel" if kind == "fleet" else kind] = event["data"]["name"]
     return event
 
 

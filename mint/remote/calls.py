@@ -17,6 +17,7 @@ from mint.bases import choose_base
 from mint.errors import ForceNeedsReason
 from mint.objects import Approval, Base, ContractAdded, Evaluation, Move, RefInfo
 from mint.remote.canary_ops import canary_of, canary_start, canary_status, canary_stop
+from mint.remote.fleet_ops import fleet, fleet_history, fleet_report
 from mint.remote.http import segment
 from mint.remote.reads import (
     base_ls,
@@ -76,6 +77,9 @@ __all__ = [
     "dataset_show",
     "diff",
     "evaluation_checks",
+    "fleet",
+    "fleet_history",
+    "fleet_report",
     "gate",
     "history",
     "history_verify",

@@ -57,8 +57,11 @@ class Client:
     def get(self, path: str, **params: Any) -> Any:
         return self._send("GET", path, params=_params(params)).json()
 
-    def post(self, path: str, body: dict) -> Any:
-        return self._send("POST", path, json=body).json()
+    def post(self, path: str, body: dict, *, timeout: float | None = None) -> Any:
+        """POST BODY as JSON; TIMEOUT (seconds) instead of the client's deadlines."""
+        extra = {"timeout": timeout} if timeout is not None else {}
+        r = self._send("POST", path, json=body, **extra)
+        return r.json() if r.content else None  # 204: nothing to say
 
     def delete(self, path: str) -> Any:
         return self._send("DELETE", path).json()

@@ -3,7 +3,7 @@
 `mint.schema.commits` and the others are defined in the modules of their concept, each
 loaded when one of its tables is first asked for (PEP 562's module `__getattr__`), with the
 tables its foreign keys name: building a table costs about 0.2 ms, and `mint log` needs three
-of the 28 (issue 24). `metadata` is every table's: asking for it loads them all (create_all,
+of the 32 (issue 24). `metadata` is every table's: asking for it loads them all (create_all,
 the migrations' checks, whatever walks `metadata.tables`).
 """
 
@@ -27,6 +27,7 @@ MODULES = {
     "_deployment": ("traces", "feedback", "datasets", "canaries"),
     "_signing": ("signing_keys", "commit_signatures", "move_signatures"),
     "_derived": ("commit_meta", "evaluation_metrics", "set_packs"),
+    "_fleet": ("fleet_instances", "fleet_follows", "fleet_served", "fleet_failures"),
 }
 _WHERE = {table: module for module, tables in MODULES.items() for table in tables}
 

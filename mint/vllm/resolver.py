@@ -6,8 +6,10 @@ what it returns under that name). The resolver fetches the version through `Adap
 `LINE@<full commit id>`: what vLLM loads is named by its content, and the response's `model`
 says which commit answered.
 
-A name that moves (a channel, a line's head) is followed (`Follower`). When it names another
-commit, the entry vLLM keeps for the name asked is retired, as `/v1/unload_lora_adapter`
+A name that moves (a channel, a line's head) is followed (`Follower`), and what it serves is
+reported to the repository or registry (`PluginFleet`). When it names another commit, the new
+commit is fetched and verified first: refused, the old version serves on and the refusal is
+reported; ready, the entry vLLM keeps for the name asked is retired, as `/v1/unload_lora_adapter`
 retires it, under vLLM's own lock for that name: the next request resolves it anew and loads
 the new commit under its own name. Nothing is reloaded in place under an old name, so no
 prefix-cache block computed with old weights can be reused for new ones; requests already
@@ -38,6 +40,7 @@ from mint.errors import MintError, Unauthenticated
 from mint.ids import vllm_name
 from mint.store.errors import StoreError
 from mint.vllm.adapters import AdapterSource, split_name
+from mint.vllm.fleet import PluginFleet
 from mint.vllm.follow import Follower
 
 log = logging.getLogger("vllm.plugins.mint")  # under vLLM's own log handlers
@@ -50,6 +53,7 @@ class MintResolver(LoRAResolver):
         self.env = dict(env)
         self._source = source
         self._follower: Follower | None = None
+        self._fleet: PluginFleet | None = None
         self._lock = threading.Lock()
         self._owners: dict[str, tuple[weakref.ref, asyncio.AbstractEventLoop]] = {}
 
@@ -72,6 +76,15 @@ class MintResolver(LoRAResolver):
             if self._follower is None:
                 self._follower = self._make_follower(source)
             return self._follower
+
+    @property
+    def fleet(self) -> PluginFleet:
+        """What this server serves, reported (made on first use, as the source)."""
+        source = self.source
+        with self._lock:
+            if self._fleet is None:
+                self._fleet = PluginFleet(source, self.env)
+            return self._fleet
 
     def _make_follower(self, source: AdapterSource) -> Follower:
         repo, stream = source.repo, None
@@ -103,22 +116,30 @@ class MintResolver(LoRAResolver):
             else:
                 self._owners[lora_name] = (weakref.ref(owner), asyncio.get_running_loop())
                 self.follower.watch(lora_name, parts[0], parts[1], resolved.commit)
+            self.fleet.serving(lora_name, resolved.commit, base_model_name)
         log.info("%s is %s (%s)", lora_name, resolved.name, resolved.path)
         return LoRARequest(lora_name=resolved.name, lora_int_id=1, lora_path=resolved.path)
 
     def _moved(self, asked: str, old: str, new: str) -> None:
-        """ASKED now names NEW: retire vLLM's entry for it, in vLLM's event loop."""
+        """ASKED now names NEW: once NEW is fetched and verified, retire vLLM's entry for it,
+        in vLLM's event loop; refused, keep it (OLD serves on) and follow the name still."""
+        line, rev = split_name(asked)
+        ready = self.fleet.staged(asked, new)
+        self.follower.watch(asked, line, rev, new if ready else old)
+        if not ready:
+            return
         owner_ref, loop = self._owners.pop(asked, (None, None))
         owner = owner_ref() if owner_ref is not None else None
         if owner is None or loop is None or loop.is_closed():
             return
-        line = split_name(asked)[0]
         future = asyncio.run_coroutine_threadsafe(retire(owner, asked, vllm_name(line, old)), loop)
         future.add_done_callback(_log_failure)
 
     def close(self) -> None:
         if self._follower is not None:
             self._follower.close()
+        if self._fleet is not None:
+            self._fleet.close()
 
 
 async def retire(models, asked: str, old_name: str) -> bool:

@@ -15,6 +15,8 @@ one another (tests/test_layout.py checks it):
 - `support.concurrency`: many `mint` processes released at one moment.
 - `support.wire`: commit wire forms whose id is computed again after a change.
 - `support.browser`: Debian's Chromium driven by Selenium, for the pages and screenshots.
+- `support.hooks`: a webhook receiver, and the signature check a receiver makes.
+- `support.fleet`: what the fleet tests serve, and a TCP balancer over registry replicas.
 """
 
 from __future__ import annotations

@@ -60,11 +60,12 @@ class Served:
         return self.process.returncode
 
 
-def _start(argv: list[str], folder: Path, env: dict) -> Served:
-    """ARGV plus `--port P` in a process whose config and cache live in FOLDER."""
+def _start(argv: list[str], folder: Path, env: dict, port: int | None = None) -> Served:
+    """ARGV plus `--port P` (PORT, else a free one) in a process whose config and cache live
+    in FOLDER."""
     folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log = folder / f"serve-{port}.log"
+    port = port or free_port()
+    log = folder / f"serve-{port}-{time.monotonic_ns()}.log"
     full_env = {**os.environ, "XDG_CONFIG_HOME": str(folder / "config"), **env}
     full_env["XDG_CACHE_HOME"] = str(folder / "cache")
     with open(log, "wb") as out:
@@ -89,13 +90,21 @@ def start_serve(repo: str, base, folder: Path, *args: str, env: dict | None = No
 
 
 def start_follower(
-    registry_url: str, token: str, rev: str, base_dir, folder: Path, env: dict | None = None
+    registry_url: str,
+    token: str,
+    rev: str,
+    base_dir,
+    folder: Path,
+    env: dict | None = None,
+    args: tuple[str, ...] = (),
+    port: int | None = None,
 ) -> Served:
-    """`mint --repo REGISTRY_URL serve REV --base-dir BASE_DIR --port P` (the installed
-    console script), the token in MINT_TOKEN, ENV added; returns once /healthz answers."""
+    """`mint --repo REGISTRY_URL serve REV --base-dir BASE_DIR ARGS --port P` (the installed
+    console script), the token in MINT_TOKEN, ENV added, on PORT (default: a free one);
+    returns once /healthz answers."""
     mint = Path(sys.executable).parent / "mint"
-    argv = [str(mint), "--repo", registry_url, "serve", rev, "--base-dir", str(base_dir)]
-    return _start(argv, folder, {**(env or {}), "MINT_TOKEN": token})
+    argv = [str(mint), "--repo", registry_url, "serve", rev, "--base-dir", str(base_dir), *args]
+    return _start(argv, folder, {**(env or {}), "MINT_TOKEN": token}, port)
 
 
 def raw_chat(client: httpx.Client, text: str, **extra) -> httpx.Response:

@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 from mint.errors import MintError, StoreError
 from mint.registry.failures import status_of
 from mint.registry.web import views
+from mint.registry.web.fleet import fleet_context
 from mint.registry.web.render import HEADERS, STATIC, render
 from mint.registry.web.session import signed_in
 from mint.team.tokens import Identity
@@ -63,8 +64,12 @@ def diff(request: Request, a: Text, b: Text, sort: Text = "name") -> Response:
 def channel(
     request: Request, ref: str, before: Annotated[int | None, Query(ge=0)] = None
 ) -> Response:
-    repo = request.app.state.repo
-    return page(request, "channel.html", lambda who: views.channel_page(repo, who, ref, before))
+    repo, after = request.app.state.repo, request.app.state.diverged_after
+
+    def build(who: Identity) -> dict:  # the page, then its fleet (mint.registry.web.fleet)
+        return views.channel_page(repo, who, ref, before) | fleet_context(repo, ref, after)
+
+    return page(request, "channel.html", build)
 
 
 @router.get("/static/style.css")
