@@ -484,8 +484,8 @@ class PushRejected(RegistryError):
         self.line, self.ours, self.theirs, self.why = line, ours, theirs, why
 
 
-# --- signing (mint/errors/signing.py), evidence from harnesses and merges (mint/errors/evidence.py)
-# --- and what serves (mint/errors/fleet.py): imported after the classes their errors derive from
+# --- signing (mint/errors/signing.py), evidence from harnesses and merges (evidence.py) and
+# --- what serves (fleet.py): imported after the classes their errors derive from
 from mint.errors.evidence import (  # noqa: E402, F401 (re-exported)
     InvalidResults,
     MergeMismatch,
