@@ -75,6 +75,7 @@ class ImportResult:
     present: list[str]  # commit ids that were already here
     heads: list[HeadMoved] = field(default_factory=list)
     tags: list[TagMade] = field(default_factory=list)
+    signatures: int = 0  # bundles kept with commits by this import
 
 
 # --- what to send ------------------------------------------------------------------
@@ -198,6 +199,10 @@ class Admission:
     # A token limited to lines: the lines it may read. A stored blob it names must be held by
     # a commit of those lines or uploaded by this token (mint.possession); None: no proof.
     reads_line: Callable[[str], bool] | None = None
+    # May keep a signature by a key not trusted here on a commit that was here before this
+    # import (a fetch into this repository: yes; a push to a registry: no, so that no writer
+    # grows another person's commit with bundles that prove nothing: mint.signing.stored).
+    adds_unverified: bool = True
 
 
 LOCAL = Admission()
@@ -231,11 +236,13 @@ def import_objects(
         stored, present = _receive_commits(repo, conn, commits, admission)
         for ev in evaluations:
             _receive_evaluation(conn, ev, admission)
-        receive_signatures(conn, payload, admission.check_line)
+        new = set(stored)
+        keeps = lambda commit: admission.adds_unverified or commit in new  # noqa: E731
+        signed = receive_signatures(conn, payload, admission.check_line, keeps)
         by = admission.by or "fetch"
         moved = [_push_head(conn, m, admission, by) for m in heads or []]
         made = [_push_tag(conn, *t, admission, by) for t in tags or []]
-    return ImportResult(stored, present, moved, made)
+    return ImportResult(stored, present, moved, made, signed)
 
 
 def _push_head(conn, m: HeadMove, admission: Admission, by: str) -> HeadMoved:

@@ -167,9 +167,8 @@ class LocalBackend:
             from mint.signing import SIGNATURE_FILE
             from mint.signing.commits import attach_any
 
-            def also(conn, cid: str) -> None:
-                for bundle in signatures:
-                    attach_any(conn, cid, bundle, SIGNATURE_FILE)
+            def also(conn, cid: str) -> int:
+                return sum(attach_any(conn, cid, bundle, SIGNATURE_FILE) for bundle in signatures)
 
         return record(self.repo, new, head, staged.store, also)
 

@@ -93,16 +93,13 @@ def _record(b: Backend, new, head, head_tree, staged, signing) -> CommitResult:
     (made first: a key that fails leaves nothing recorded)."""
     same = head_tree == new.tree
     bundles = signing.bundles(head if same else new.id, new.files) if signing else []
-    if same:
-        result = CommitResult(CommitId(head), new.line, [], created=False)
-    elif bundles and not b.is_remote:  # kept in the commit's own transaction
+    if not same:  # the bundles kept in the commit's own transaction (or none of it)
         return b.record(new, head, staged, signatures=bundles)
-    else:
-        result = b.record(new, head, staged)
+    result = CommitResult(CommitId(head), new.line, [], created=False)
     if bundles:  # mint.porcelain.signed is loaded by the commits that sign
         from mint.porcelain.signed import keep
 
-        keep(b, result.id, bundles)
+        result = dataclasses.replace(result, signed=keep(b, result.id, bundles))
     return result
 
 
@@ -208,14 +205,12 @@ def set_commit(
         members=members,
     )
     if head_tree == new.tree:  # signed, the head is signed
-        result = CommitResult(head, mol.name, [], created=False)
-        keep(b, head, [set_signature(b, b.show(head), sign, sign_password)] if sign else [])
-        return result
-    # signed before it is recorded: a member not signed, or a key that fails, stores nothing
+        signed = [set_signature(b, b.show(head), sign, sign_password)] if sign else []
+        return CommitResult(head, mol.name, [], created=False, signed=keep(b, head, signed))
+    # signed before it is recorded, and kept in its transaction: a member not signed, a key
+    # that fails or a bundle refused stores nothing
     bundles = [set_signature(b, new, sign, sign_password)] if sign else []
-    result = b.record(new, head, b.stage_bytes(list(prompts.values())))
-    keep(b, result.id, bundles)
-    return result
+    return b.record(new, head, b.stage_bytes(list(prompts.values())), signatures=bundles)
 
 
 def _check_key(key, password: str | None) -> None:
@@ -268,8 +263,9 @@ def set_derive(
     existing = b.existing(detail.line, Kind.SET, _tree(detail, members))
     if existing is not None:
         signed = [set_signature(b, b.show(existing), sign, sign_password)] if sign else []
-        keep(b, existing, signed)
-        return CommitResult(existing, detail.line, [], created=False)
+        return CommitResult(
+            existing, detail.line, [], created=False, signed=keep(b, existing, signed)
+        )
     pins = {label: m.commit_id for label, m in new.items()}
     what = ", ".join(f"{label}={cid[:12]}" for label, cid in pins.items())
     derived = build_commit(
@@ -286,9 +282,7 @@ def set_derive(
         members=members,
     )
     bundles = [set_signature(b, derived, sign, sign_password)] if sign else []
-    result = b.record(derived, head, b.stage_bytes([]))
-    keep(b, result.id, bundles)
-    return result
+    return b.record(derived, head, b.stage_bytes([]), signatures=bundles)
 
 
 def derived_config(config: dict, pins: dict[str, str]) -> dict:

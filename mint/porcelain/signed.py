@@ -24,11 +24,13 @@ def set_signature(b: Backend, target, private_key, password: str | None) -> byte
     return sign_set(target, files, chosen, private_key, password)
 
 
-def keep(b: Backend, commit: str, bundles: list[bytes]) -> None:
+def keep(b: Backend, commit: str, bundles: list[bytes]) -> int:
     """Keep BUNDLES with COMMIT: in the local database, or sent to the registry (which checks
-    them as it checks those a push brings)."""
-    if bundles:
-        b.attach_signatures(commit, [x.decode() for x in bundles])
+    them as it checks those a push brings). Returns how many were kept (none: each adds
+    nothing to what COMMIT carries)."""
+    if not bundles:
+        return 0
+    return b.attach_signatures(commit, [x.decode() for x in bundles])
 
 
 def verify_folder(

@@ -183,6 +183,7 @@ class Imported(BaseModel):
     present: list[str]
     heads: list[HeadResult] = []
     tags: list[TagResult] = []
+    signatures: int = 0  # bundles kept with commits (each was checked: mint.signing.stored)
 
 
 class Resolved(BaseModel):

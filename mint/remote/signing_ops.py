@@ -30,13 +30,15 @@ def key_rm(repo: RemoteRepo, name: str) -> SigningKey:
     return decode(SigningKey, repo.client.delete(f"/keys/{segment(name)}"))
 
 
-def attach_signatures(repo: RemoteRepo, commit: str, bundles: list[str]) -> None:
+def attach_signatures(repo: RemoteRepo, commit: str, bundles: list[str]) -> int:
     """Send BUNDLES, made on this machine, to be kept with COMMIT on the registry, which
-    checks them as those a push brings (POST /objects: a writer's, on lines it may push)."""
+    checks them as those a push brings (POST /objects: a writer's, on lines it may push).
+    Returns how many it kept."""
     from mint.remote.transfer_client import post_objects
 
     signatures = [{"commit": commit, "bundle": b} for b in bundles]
-    post_objects(repo, {"bases": [], "commits": [], "evaluations": [], "signatures": signatures})
+    empty = {"bases": [], "commits": [], "evaluations": []}
+    return post_objects(repo, {**empty, "signatures": signatures}).get("signatures", 0)
 
 
 def verify(

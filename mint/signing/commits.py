@@ -9,7 +9,6 @@ signed, or why nothing verifies, in one line.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ import sqlalchemy as sa
 from mint import schema as s
 from mint.commits.rows import commit_row, files_of, signatures_of
 from mint.errors import InvalidObject, InvalidSignature, NotVerified
-from mint.ids import Kind, utcnow
+from mint.ids import Kind
 from mint.objects import Signer, Verification
 from mint.received import listing
 from mint.refs import resolve
@@ -28,12 +27,14 @@ from mint.signing.bundle import (
     Statement,
     check_private_key,
     folder_digests,
+    parse,
     read,
     read_bundle,
     sign,
-    verify_with,
+    verify_parsed,
 )
 from mint.signing.keys import fingerprint, parse_public, trusted_keys, unknown_key
+from mint.signing.stored import admit, check_statement
 from mint.store import sha256_file
 
 UNSIGNED = "it carries no signature"  # NotVerified's why for a commit with no bundle at all
@@ -41,13 +42,9 @@ UNSIGNED = "it carries no signature"  # NotVerified's why for a commit with no b
 
 def check(bundle: bytes, files: dict[str, str], commit: str, where: str) -> Statement:
     """BUNDLE's statement, if it may be kept with COMMIT, whose files are FILES (path ->
-    sha256): the same files, and no other commit named."""
+    sha256): its strict shape, the same files, and no other commit named."""
     st = read(bundle, where)
-    wrong = differences(st.files, files)
-    if wrong:
-        raise InvalidSignature(where, f"it does not sign these files ({wrong})")
-    if st.commit is not None and st.commit != commit:
-        raise InvalidSignature(where, f"it was made for commit {st.commit[:12]}, not this one")
+    check_statement(st, files, commit, where)
     return st
 
 
@@ -66,26 +63,13 @@ def differences(
     return None
 
 
-def attach(conn, commit: str, files: dict[str, str], bundle: bytes, where: str) -> bool:
-    """Keep BUNDLE with COMMIT (checked first); False if it was kept already, or if the same
-    key signed COMMIT the same way already (an ECDSA signature differs each time it is made)."""
-    st = check(bundle, files, commit, where)
-    digest, c = hashlib.sha256(bundle).hexdigest(), s.commit_signatures.c
-    same = (c.sha256 == digest) | (c.key_hint == st.hint) if st.hint else c.sha256 == digest
-    q = sa.select(c.sha256, c.bundle).where(c.commit_id == commit, same)
-    for row in conn.execute(q):
-        if row.sha256 == digest or read(row.bundle.encode()).commit == st.commit:
-            return False
-    conn.execute(
-        s.commit_signatures.insert().values(
-            commit_id=commit,
-            sha256=digest,
-            bundle=bundle.decode(),
-            key_hint=st.hint,
-            added_at=utcnow(),
-        )
-    )
-    return True
+def attach(
+    conn, commit: str, files: dict[str, str], bundle: bytes, where: str, *, unverified=True
+) -> bool:
+    """Keep BUNDLE with COMMIT if it may be kept (`mint.signing.stored.admit`: it verifies
+    with the trusted key it names, or is bounded as a key's not trusted here); False when it
+    adds nothing (the same bytes, or the same trusted key's signature, kept already)."""
+    return admit(conn, commit, files, bundle, where, unverified=unverified)
 
 
 def blob_files(conn, commit: str) -> dict[str, str]:
@@ -173,8 +157,13 @@ def _verified(rev, target, files, bundles, keys, commit) -> Verification:
 
 
 def check_one(bundle: bytes, files, keys, commit: str | None, scratch: Path) -> Signer:
-    """The trusted key that signed BUNDLE over FILES (and COMMIT, if it names one)."""
-    st = read(bundle)
+    """The trusted key that signed BUNDLE over FILES (and COMMIT, if it names one), its shape
+    checked as strictly as when it was stored (`mint.signing.bundle.parse`)."""
+    try:
+        parsed = parse(bundle)
+    except InvalidSignature as exc:
+        raise ValueError(exc.why) from None
+    st = parsed.statement
     wrong = differences(st.files, files)
     if wrong:
         raise ValueError(f"its signature does not cover these files: {wrong}")
@@ -186,13 +175,11 @@ def check_one(bundle: bytes, files, keys, commit: str | None, scratch: Path) -> 
         raise ValueError(f"it is signed by {who}, which is not trusted here")
     for fp in candidates:
         name, pem = keys[fp]
-        scratch.mkdir(mode=0o700, exist_ok=True)
         try:
-            signed = verify_with(bundle, pem, scratch)
+            verify_parsed(parsed, pem)
         except ValueError:
             continue
-        if differences(signed, files) is None:
-            return Signer(name, fp, st.commit is not None)
+        return Signer(name, fp, st.commit is not None)
     raise ValueError("its signature does not verify with the key it names")
 
 
@@ -250,13 +237,6 @@ class Signing:
                 raise InvalidSignature(where, f"it does not sign these files ({wrong})")
         return dataclasses.replace(scanned, files=kept)
 
-    @staticmethod
-    def keep(repo, commit: str, files: dict, bundles: list[bytes]) -> None:
-        digests = {p: f.sha256 for p, f in files.items()}
-        with repo.db.write() as conn:
-            for bundle in bundles:
-                attach(conn, commit, digests, bundle, SIGNATURE_FILE)
-
 
 # --- on the wire (push, fetch, clone: mint.transfer) -------------------------------------
 
@@ -280,22 +260,29 @@ def signatures_wire(conn, ids: list[str]) -> dict:
     return {"signatures": found} if found else {}
 
 
-def receive_signatures(conn, payload: dict, check_line) -> None:
-    """Keep each bundle of PAYLOAD's signatures with its commit (see `receive`): a set's
-    after its members' (it names theirs)."""
-    later = []
-    for wire in listing(payload.get("signatures", []), "signatures"):
-        if receive(conn, wire, check_line, defer_sets=True):
-            later.append(wire)
-    for wire in later:
-        receive(conn, wire, check_line)
+def receive_signatures(conn, payload: dict, check_line, unverified=lambda commit: True) -> int:
+    """Keep each bundle of PAYLOAD's signatures with its commit, which must be here and on a
+    line the sender reaches (CHECK_LINE raises otherwise), checked as a local commit checks a
+    folder's model.sig (`attach`; a set's as `mint.signing.sets.attach_set` does), a set's
+    after its members' (it names theirs). UNVERIFIED(commit): whether a bundle by a key not
+    trusted here may be kept with that commit. Returns how many were kept."""
+    arrived = [
+        _arrived(conn, wire, check_line)
+        for wire in listing(payload.get("signatures", []), "signatures")
+    ]
+    kept = 0
+    for commit, bundle, _ in sorted(arrived, key=lambda a: a[2] == Kind.SET):
+        where = f"for {commit[:12]}"  # "signature for 3f2a9c1e0b7d: it was made for ..."
+        try:
+            kept += attach_any(conn, commit, bundle, where, unverified=unverified(commit))
+        except InvalidSignature as exc:
+            raise InvalidObject(str(exc)) from None
+    return kept
 
 
-def receive(conn, wire: object, check_line, *, defer_sets: bool = False) -> bool:
-    """Keep a bundle that arrived (WIRE: {commit, bundle}) with its commit, which must be here
-    and on a line the sender reaches (CHECK_LINE raises otherwise), checked as a local commit
-    checks a folder's model.sig (a set's as `mint.signing.sets.attach_set` does). True when
-    it is a set's and DEFER_SETS says to keep it later."""
+def _arrived(conn, wire: object, check_line) -> tuple[str, bytes, str]:
+    """(commit, bundle, the commit's kind) of a bundle that arrived as WIRE ({commit,
+    bundle}), its commit here and on a line the sender reaches."""
     if not (isinstance(wire, dict) and set(wire) == {"commit", "bundle"}):
         raise InvalidObject("a signature is {commit, bundle}")
     commit, bundle = wire["commit"], wire["bundle"]
@@ -306,30 +293,24 @@ def receive(conn, wire: object, check_line, *, defer_sets: bool = False) -> bool
     if row is None:
         raise InvalidObject(f"a signature names commit {commit[:12]!r}, which is not here")
     check_line(row.line)
-    if defer_sets and row.kind == Kind.SET:
-        return True
-    try:  # "signature for 3f2a9c1e0b7d: it was made for commit ..., not this one"
-        attach_any(conn, commit, bundle.encode(), f"for {commit[:12]}")
-    except InvalidSignature as exc:
-        raise InvalidObject(str(exc)) from None
-    return False
+    return commit, bundle.encode("utf-8", "surrogatepass"), row.kind
 
 
-def attach_any(conn, commit: str, bundle: bytes, where: str) -> bool:
+def attach_any(conn, commit: str, bundle: bytes, where: str, *, unverified=True) -> bool:
     """`attach` BUNDLE to COMMIT, an adapter's or a set's (`mint.signing.sets.attach_set`)."""
     if commit_row(conn, commit).kind == Kind.SET:
         from mint.signing.sets import attach_set
 
-        return attach_set(conn, commit, bundle, where)
-    return attach(conn, commit, blob_files(conn, commit), bundle, where)
+        return attach_set(conn, commit, bundle, where, unverified=unverified)
+    return attach(conn, commit, blob_files(conn, commit), bundle, where, unverified=unverified)
 
 
-def attach_signatures(repo, commit: str, bundles: list[str]) -> None:
+def attach_signatures(repo, commit: str, bundles: list[str]) -> int:
     """Keep BUNDLES (made on the signer's machine) with COMMIT, an adapter's or a set's, each
-    checked as one that arrives with a push (a registry receives them so: POST /objects)."""
+    checked as one that arrives with a push (a registry receives them so: POST /objects).
+    Returns how many were kept (none: each was kept already)."""
     with repo.db.write() as conn:
-        for bundle in bundles:
-            attach_any(conn, commit, bundle.encode(), SIGNATURE_FILE)
+        return sum(attach_any(conn, commit, b.encode(), SIGNATURE_FILE) for b in bundles)
 
 
 def _sha256(f, cache) -> str:

@@ -112,7 +112,7 @@ def expected_files(data: SetData, st: Statement) -> tuple[dict[str, str], dict[s
     return files, chosen
 
 
-def attach_set(conn, cid: str, bundle: bytes, where: str) -> bool:
+def attach_set(conn, cid: str, bundle: bytes, where: str, *, unverified=True) -> bool:
     """Keep BUNDLE with set CID if it states exactly the set's files, with its members'
     signatures that are here, and names no other commit (`mint.signing.commits.attach`)."""
     data = set_data(conn, cid)
@@ -121,7 +121,7 @@ def attach_set(conn, cid: str, bundle: bytes, where: str) -> bool:
         files, _ = expected_files(data, st)
     except ValueError as exc:
         raise InvalidSignature(where, str(exc)) from None
-    return attach(conn, cid, files, bundle, where)
+    return attach(conn, cid, files, bundle, where, unverified=unverified)
 
 
 # --- signing a set ------------------------------------------------------------------------
