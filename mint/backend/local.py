@@ -66,6 +66,8 @@ REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "key_add": ("mint.signing.keys", "key_add"),
     "key_ls": ("mint.signing.keys", "key_ls"),
     "key_rm": ("mint.signing.keys", "key_rm"),
+    "key_limit": ("mint.signing.trust", "key_limit"),
+    "signature_prune": ("mint.signing.stored", "signature_prune"),
     "verify": ("mint.signing.commits", "verify"),
     "attach_signatures": ("mint.signing.commits", "attach_signatures"),
 }

@@ -99,6 +99,7 @@ class ProtectBody(Body):
     channel: Name
     role: Name = "maintainer"
     signed: bool = False  # every move needs a signed statement by a trusted key
+    keys: Annotated[list[Name], Field(max_length=100)] | None = None  # only these keys sign
 
 
 class WebhookBody(Body):

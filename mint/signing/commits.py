@@ -35,6 +35,7 @@ from mint.signing.bundle import (
 )
 from mint.signing.keys import fingerprint, parse_public, trusted_keys, unknown_key
 from mint.signing.stored import admit, check_statement
+from mint.signing.trust import COMMITS, Keys, keys_for
 from mint.store import sha256_file
 
 UNSIGNED = "it carries no signature"  # NotVerified's why for a commit with no bundle at all
@@ -92,15 +93,18 @@ def verify_in(
     conn, cid: str, rev: str, *, key: str | None = None, public_key: str | None = None
 ) -> Verification:
     """`verify` of commit CID (named REV in errors) within CONN's transaction: what a gate,
-    which reads in its own transaction, checks a contract's `[signature]` with."""
-    keys = _keys(conn, key, public_key)
-    if commit_row(conn, cid).kind == Kind.SET:  # its members' signatures too
+    which reads in its own transaction, checks a contract's `[signature]` with. A trusted key
+    counts where it may sign (`mint.signing.trust`): an adapter commit of its line, a set."""
+    trust = _trust(conn, key, public_key)
+    row = commit_row(conn, cid)
+    if row.kind == Kind.SET:  # its members' signatures too
         from mint.signing.sets import set_data, verify_set
 
-        return verify_set(set_data(conn, cid), rev, keys)
+        return verify_set(set_data(conn, cid), rev, trust)
     files, bundles = blob_files(conn, cid), signatures_of(conn, cid)
     if not bundles:
         raise NotVerified(rev, UNSIGNED)
+    keys = trust(COMMITS, row.line)
     return _verified(rev, cid, files, [b.encode() for b in bundles], keys, cid)
 
 
@@ -130,17 +134,27 @@ def verify_folder_with(folder: str | os.PathLike, keys: dict) -> Verification:
     return dataclasses.replace(found, members=members)
 
 
-def _keys(conn, key: str | None, public_key) -> dict[str, tuple[str, bytes]]:
-    """fingerprint -> (name, PEM) of the keys to check with."""
+def _trust(conn, key: str | None, public_key):
+    """(purpose, line) -> the `Keys` to check a signature of that purpose on that line with:
+    the trusted keys that may sign it (only KEY, by name, if given), or PUBLIC_KEY, a PEM,
+    trusted or not, for everything."""
     if public_key is not None:
         pem = parse_public(public_key)
-        return {fingerprint(pem): ("", pem)}
-    keys = trusted_keys(conn)
-    if key is not None:
-        keys = {fp: v for fp, v in keys.items() if v[0] == key}
-        if not keys:
-            raise unknown_key(conn, key)
-    return keys
+        given = Keys({fingerprint(pem): ("", pem)})
+        return lambda purpose, line: given
+    if key is not None and key not in {name for name, _ in trusted_keys(conn).values()}:
+        raise unknown_key(conn, key)
+    found: dict[tuple[str, str], Keys] = {}
+
+    def trust(purpose: str, line: str) -> Keys:
+        if (purpose, line) not in found:
+            keys = keys_for(conn, purpose, line=line)
+            if key is not None:
+                keys = Keys({fp: v for fp, v in keys.items() if v[0] == key}, keys.excluded)
+            found[purpose, line] = keys
+        return found[purpose, line]
+
+    return trust
 
 
 def _verified(rev, target, files, bundles, keys, commit) -> Verification:
@@ -169,6 +183,9 @@ def check_one(bundle: bytes, files, keys, commit: str | None, scratch: Path) -> 
         raise ValueError(f"its signature does not cover these files: {wrong}")
     if commit is not None and st.commit is not None and st.commit != commit:
         raise ValueError(f"its signature was made for commit {st.commit[:12]}, not this one")
+    excluded = getattr(keys, "excluded", {})
+    if st.hint in excluded and st.hint not in keys:
+        raise ValueError(f"it is signed by {excluded[st.hint]}")
     candidates = [st.hint] if st.hint in keys else ([] if st.hint else list(keys))
     if not candidates:
         who = f"key {st.hint[:16]}" if st.hint else "a key"

@@ -38,8 +38,9 @@ from mint.signing.bundle import (
     pae,
     seal,
 )
-from mint.signing.keys import crypto, trusted_keys
-from mint.team.protection import needs_signature
+from mint.signing.keys import crypto
+from mint.signing.trust import MOVES, keys_for
+from mint.team.protection import needs_signature, signature_keys
 
 PREDICATE_TYPE = "https://mint.dev/move/v1"
 UNSIGNED = "it carries no signature"
@@ -173,6 +174,9 @@ def check(bundle: bytes, want: MoveStatement, keys: dict) -> tuple[str, str]:
         found, data, signature, hint = read(bundle)
     except ValueError as exc:
         raise MoveNotSigned(ref, f"its signature is unreadable: {exc}") from None
+    excluded = getattr(keys, "excluded", {})
+    if hint in excluded and hint not in keys:
+        raise MoveNotSigned(ref, f"it is signed by {excluded[hint]}")
     if hint not in keys:
         who = f"key {hint[:16]}" if hint else "a key it does not name"
         raise MoveNotSigned(ref, f"it is signed by {who}, which is not trusted here")
@@ -183,6 +187,13 @@ def check(bundle: bytes, want: MoveStatement, keys: dict) -> tuple[str, str]:
     if wrong:
         raise MoveStatementMismatch(ref, f"the signed statement is for another move: {wrong}")
     return name, hint
+
+
+def move_keys(conn, line: str, channel: str):
+    """The trusted keys whose signature a move of LINE@CHANNEL takes: those that may sign
+    moves there (`mint.signing.trust`), and among them only the keys the channel's protection
+    names, if it names any."""
+    return keys_for(conn, MOVES, line=line, channel=channel, names=signature_keys(conn, channel))
 
 
 def _verifies(data: bytes, signature: bytes, pem: bytes) -> bool:
@@ -257,7 +268,7 @@ def settle(conn, move: Move, signing, *, signed: bool | None = None) -> None:
     if signing is PLAN:
         raise Planned(want)
     bundle = signing.bundle(want)
-    _, hint = check(bundle, want, trusted_keys(conn))
+    _, hint = check(bundle, want, move_keys(conn, move.line, move.channel))
     conn.execute(
         s.move_signatures.insert().values(
             entry=move.id,
@@ -281,13 +292,13 @@ def verify_moves(conn, moves: list[Move]) -> list[SignedMove]:
     m = s.move_signatures.c
     ids = [mv.id for mv in moves]
     rows = {r.entry: r for r in conn.execute(sa.select(s.move_signatures).where(m.entry.in_(ids)))}
-    keys = trusted_keys(conn) if rows else {}
     out = []
     for mv in moves:
         row = rows.get(mv.id)
         if row is None:
             out.append(SignedMove(mv, "unsigned"))
             continue
+        keys = move_keys(conn, mv.line, mv.channel)
         try:
             name, fp = check(row.bundle.encode("utf-8"), expected(conn, mv), keys)
         except MoveNotSigned as exc:

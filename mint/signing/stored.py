@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from mint import schema as s
 from mint.errors import InvalidSignature
 from mint.ids import Kind, utcnow
+from mint.objects import SignaturePrune, StoredSignature
 from mint.signing.bundle import Parsed, Statement, parse, verify_parsed
 from mint.signing.keys import trusted_keys
 
@@ -148,16 +148,7 @@ def _room_unverified(kept, keys, hint, commit: str, where: str, allowed: bool) -
 # --- what an older mint kept ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BadSignature:
-    """A kept bundle that `admit` would refuse now: its commit, its sha256, and why."""
-
-    commit: str
-    sha256: str
-    why: str
-
-
-def bad_signatures(conn) -> list[BadSignature]:
+def bad_signatures(conn) -> list[StoredSignature]:
     """Every kept bundle that breaks the rules (against the keys trusted now), members'
     before sets' (a set's bundle names its members'); then bundles beyond a commit's
     limits, newest first."""
@@ -169,12 +160,12 @@ def bad_signatures(conn) -> list[BadSignature]:
         .order_by(k.kind, c.commit_id, c.added_at, c.sha256)
     )
     rows = conn.execute(q).all()
-    bad: dict[str, BadSignature] = {}
+    bad: dict[str, StoredSignature] = {}
     for kind in (Kind.ADAPTER, Kind.SET):  # a set's check reads its members' kept bundles
         for r in (r for r in rows if r.kind == kind):
             why = _why_bad(conn, r, keys, set(bad))
             if why is not None:
-                bad[r.sha256 + r.commit_id] = BadSignature(r.commit_id, r.sha256, why)
+                bad[r.sha256 + r.commit_id] = StoredSignature(r.commit_id, r.sha256, why)
     good = [r for r in rows if r.sha256 + r.commit_id not in bad]
     return list(bad.values()) + _beyond_limits(good, keys)
 
@@ -213,7 +204,7 @@ def expected_files(conn, commit: str, kind: str, st: Statement, gone=frozenset()
         raise InvalidSignature(f"for {commit[:12]}", str(exc)) from None
 
 
-def _beyond_limits(rows, keys: dict) -> list[BadSignature]:
+def _beyond_limits(rows, keys: dict) -> list[StoredSignature]:
     by_commit: dict[str, list] = {}
     for r in rows:
         by_commit.setdefault(r.commit_id, []).append(r)
@@ -224,5 +215,21 @@ def _beyond_limits(rows, keys: dict) -> list[BadSignature]:
         rest = [r for r in kept if r not in extra]
         extra += rest[MAX_SIGNATURES:]
         for r in reversed(extra):
-            out.append(BadSignature(cid, r.sha256, "beyond what one commit may carry"))
+            out.append(StoredSignature(cid, r.sha256, "beyond what one commit may carry"))
     return out
+
+
+def signature_prune(repo, *, dry_run: bool = False) -> SignaturePrune:
+    """Remove every kept bundle that `bad_signatures` finds (planned and removed in one
+    transaction: what is removed is what was found); DRY_RUN: only say which."""
+    with repo.db.write() as conn:
+        found = bad_signatures(conn)
+        if not dry_run:
+            c = s.commit_signatures.c
+            for bad in found:
+                conn.execute(
+                    s.commit_signatures.delete().where(
+                        c.commit_id == bad.commit, c.sha256 == bad.sha256
+                    )
+                )
+    return SignaturePrune(found, removed=not dry_run and bool(found))
