@@ -3,7 +3,7 @@
 A trusted key can be limited to what it may sign: `signing_keys.purposes` (among commits,
 sets and moves), `lines` (line globs) and `channels` (channel names), each null for no limit,
 as every key added before this revision is. `mint registry protect CHANNEL --signed --keys
-NAMES` names the keys a signed channel's moves take (`protected_channels.keys`; null: any
+NAMES` names the keys a signed channel's moves take (`protected_channels.signed_by`; null: any
 trusted key that may sign moves). Signatures that count only when they verify, and tokens
 revoked at once on every replica, need no table.
 
@@ -30,12 +30,12 @@ def upgrade() -> None:
         batch.add_column(sa.Column("lines", sa.JSON(), nullable=True))
         batch.add_column(sa.Column("channels", sa.JSON(), nullable=True))
     with op.batch_alter_table("protected_channels") as batch:
-        batch.add_column(sa.Column("keys", sa.JSON(), nullable=True))
+        batch.add_column(sa.Column("signed_by", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("protected_channels") as batch:
-        batch.drop_column("keys")
+        batch.drop_column("signed_by")
     with op.batch_alter_table("signing_keys") as batch:
         batch.drop_column("channels")
         batch.drop_column("lines")

@@ -40,11 +40,13 @@ from mint.errors import (
 )
 from mint.gates.checks import gate_report
 from mint.gates.contracts import get_row
+from mint.gates.history import move_of
 from mint.ids import Action, CanaryOutcome, CommitId, Kind, RefKind, as_utc, iso, utcnow
 from mint.objects import Canary, CanaryStatus, GateReport, VariantStats
 from mint.refs import RefsContainer, check_text, resolve
 from mint.refs.revisions import check_local_ref
 from mint.repo import Repo
+from mint.signing.moves import settle, signing_of
 
 Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 CANARY_VARIANT = "canary"
@@ -129,15 +131,21 @@ def canary_start(
     reason: str | None = None,
     contract: str | None = None,
     force: bool = False,
+    sign: str | None = None,
+    password: str | None = None,
+    signature: str | None = None,
 ) -> Canary:
     """Serve CANDIDATE (a commit of the set line) to FRACTION of LINE@CHANNEL's requests,
     beside the channel's holder. Refused while another canary is open there, and unless
     the candidate passes the gate a promote to CHANNEL would run (its contracts, plus
     CONTRACT if named; approvals by others than its author and pusher on a protected
     channel): real traffic reaches it, so a canary is a deployment. FORCE overrides a
-    refusing gate and needs a REASON, which history records with the gate's evidence."""
+    refusing gate and needs a REASON, which history records with the gate's evidence. On a
+    channel protected as signed it needs a signed statement of the start, as a promote does:
+    made with the key in file SIGN (PASSWORD), or SIGNATURE, a bundle made elsewhere."""
     line, channel = split_ref(ref)
     fraction = check_fraction(fraction)
+    signing = signing_of(sign, password, signature)
     if force and not (reason and reason.strip()):
         raise ForceNeedsReason(channel)
     check_text("reason", reason)
@@ -163,6 +171,7 @@ def canary_start(
             line, channel, RefKind.CANARY, Action.CANARY_START, baseline, cid, by=by, reason=logged
         )
         _evidence(conn, entry, report)
+        signed_rule(conn, entry, fraction, signing)
         return as_canary(_row(conn, new_id))
 
 
@@ -181,6 +190,14 @@ def _evidence(conn, entry: int, report: GateReport) -> None:
     conn.execute(update.values(contract=contract, evaluations=report.evaluations))
 
 
+def signed_rule(conn, entry: int, fraction: float, signing) -> None:
+    """The channel's signature rule at a canary's door (issue 35): a canary's start or stop
+    changes what the channel serves, so on a channel protected as signed it needs a signed
+    statement of exactly that (its action, fraction, candidate and baseline), checked and kept
+    beside its history ENTRY as a promote's is (`mint.signing.moves.settle`)."""
+    settle(conn, move_of(conn, entry), signing, fraction=fraction)
+
+
 def canary_stop(
     repo: Repo,
     ref: str,
@@ -188,9 +205,14 @@ def canary_stop(
     by: str,
     reason: str | None = None,
     outcome: str = CanaryOutcome.STOPPED,
+    sign: str | None = None,
+    password: str | None = None,
+    signature: str | None = None,
 ) -> Canary:
-    """Stop LINE@CHANNEL's open canary; OUTCOME says whether its candidate was promoted."""
+    """Stop LINE@CHANNEL's open canary; OUTCOME says whether its candidate was promoted. On a
+    channel protected as signed, signed as `canary_start` is."""
     line, channel = split_ref(ref)
+    signing = signing_of(sign, password, signature)
     check_text("reason", reason)
     try:
         outcome = CanaryOutcome(outcome)
@@ -210,7 +232,7 @@ def canary_stop(
         ).rowcount
         if done != 1:
             raise NoCanary(ref)
-        RefsContainer(conn).log_event(
+        entry = RefsContainer(conn).log_event(
             line,
             channel,
             RefKind.CANARY,
@@ -220,6 +242,7 @@ def canary_stop(
             by=by,
             reason=f"{outcome}: {reason}" if reason else str(outcome),
         )
+        signed_rule(conn, entry, found.fraction, signing)
         return as_canary(_row(conn, found.id))
 
 

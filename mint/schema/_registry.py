@@ -47,7 +47,7 @@ protected_channels = sa.Table(
     sa.Column("signed", sa.Boolean, nullable=False, server_default=sa.false()),
     # The trusted keys (names) whose signatures a signed channel's moves take; null: any
     # trusted key that may sign moves of it (issue 35).
-    sa.Column("keys", sa.JSON, nullable=True),
+    sa.Column("signed_by", sa.JSON, nullable=True),
 )
 
 

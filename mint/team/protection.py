@@ -60,7 +60,7 @@ def protect(
                 created_at=utcnow(),
                 created_by=by,
                 signed=signed,
-                keys=names,
+                signed_by=names,
             )
         )
         return _protected(_row(conn, channel))
@@ -104,7 +104,7 @@ def signature_keys(conn, channel: str) -> list[str] | None:
     """The names of the keys whose signatures a signed CHANNEL's moves take; None: any
     trusted key that may sign its moves."""
     p = s.protected_channels.c
-    return conn.execute(sa.select(p.keys).where(p.channel == channel)).scalar()
+    return conn.execute(sa.select(p.signed_by).where(p.channel == channel)).scalar()
 
 
 def _row(conn, channel: str):
@@ -122,5 +122,5 @@ def _check_trusted(conn, name: str) -> None:
 
 def _protected(r) -> ProtectedChannel:
     return ProtectedChannel(
-        r.channel, Access(r.role), iso(r.created_at), r.created_by, bool(r.signed), r.keys
+        r.channel, Access(r.role), iso(r.created_at), r.created_by, bool(r.signed), r.signed_by
     )
