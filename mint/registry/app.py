@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from mint import __version__
 from mint.registry import (
+    auth,
     failures,
     routes_blobs,
     routes_canary,
@@ -68,6 +69,7 @@ def create_app(
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])
     failures.install(app)
     webhooks.install(app)  # delivers while the app runs (its lifespan)
+    auth.install(app)  # watches for token revocations while the app runs
     routes_hf.install(app, hf_main, public_read)
     web.install(app)  # the pages at / (docs/web.md), outside /openapi.json
     app.add_middleware(BodyLimit, limits=app.state.limits)
