@@ -18,6 +18,7 @@ making it (the transaction is rolled back), which is what a client signs.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import json
 import os
@@ -120,7 +121,9 @@ def _canary_fraction(conn, move: Move) -> float | None:
     q = (
         sa.select(c.fraction)
         .where(c.line == move.line, c.channel == move.channel, c.candidate == move.to)
-        .where(c.baseline == move.from_, c.started_at <= as_utc(move.at))
+        .where(
+            c.baseline == move.from_, c.started_at <= as_utc(dt.datetime.fromisoformat(move.at))
+        )
         .order_by(c.id.desc())
         .limit(1)
     )
