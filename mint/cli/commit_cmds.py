@@ -74,7 +74,7 @@ def commit(ctx, line, directory, message, meta, base_name, sign_key, password_en
             sys.modules["mint.commits.early"].stop()
     if as_json:
         return emit_json(r)
-    if not r.created and sign_key:  # the head is signed: a new signature, no new commit
+    if not r.created and (sign_key or r.signed):  # the head signed: no new commit
         return echo(head_signed(r, f"{directory} is identical to it"))
     if not r.created:
         return echo(f"nothing to commit: {directory} is identical to {line} ({short(r.id)})")

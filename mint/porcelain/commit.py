@@ -68,7 +68,7 @@ def commit(
         check_against_base(scanned.root, scanned.header, found.config, found.name)
         head, head_tree = b.line_head(line, Kind.ADAPTER)
         if signing:
-            scanned = signing.checked(scanned, cache, head)
+            scanned = signing.checked(scanned, cache, head, _trusted(b, signing))
         hashed, staged = b.stage_adapter(scanned, cache)
     new = build_commit(
         Kind.ADAPTER,
@@ -101,6 +101,14 @@ def _record(b: Backend, new, head, head_tree, staged, signing) -> CommitResult:
 
         result = dataclasses.replace(result, signed=keep(b, result.id, bundles))
     return result
+
+
+def _trusted(b: Backend, signing) -> dict:
+    """fingerprint -> (name, PEM) of every key B's repository trusts, when SIGNING kept a
+    folder's model.sig (checked against them before anything is stored); else {}."""
+    if signing.found is None:
+        return {}
+    return {k.fingerprint: (k.name, k.public_key.encode()) for k in b.key_ls()}
 
 
 def _signing(b: Backend, folder, key, password: str | None):

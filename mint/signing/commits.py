@@ -34,7 +34,7 @@ from mint.signing.bundle import (
     verify_parsed,
 )
 from mint.signing.keys import fingerprint, parse_public, trusted_keys, unknown_key
-from mint.signing.stored import admit, check_statement
+from mint.signing.stored import admit, check_statement, signer_of
 from mint.signing.trust import COMMITS, Keys, keys_for
 from mint.store import sha256_file
 
@@ -236,14 +236,18 @@ class Signing:
             out.append(sign(digests, name, commit, self.private_key, self.password))
         return out
 
-    def checked(self, scanned, cache, head: str | None):
+    def checked(self, scanned, cache, head: str | None, keys=None):
         """SCANNED (a checked adapter folder) without its model.sig, which is a signature, not
         a file, and which must sign these files (hashed now, unless CACHE, the stat cache,
-        knows them) and name no commit but HEAD: refused before anything is stored."""
+        knows them), name no commit but HEAD, and verify with the trusted key it names (KEYS:
+        fingerprint -> (name, PEM); `mint.signing.stored`): refused before anything is
+        stored."""
         kept = tuple(f for f in scanned.files if f.path != SIGNATURE_FILE)
         if self.found is not None:
             where = str(self.folder / SIGNATURE_FILE)
-            st = read(self.found, where)
+            parsed = parse(self.found, where)
+            st = parsed.statement
+            signer_of(parsed, keys or {}, None, where)
             if st.commit is not None and st.commit != head:
                 raise InvalidSignature(where, f"it was made for commit {st.commit[:12]}")
             paths = {f.path: st.files.get(f.path) for f in kept}

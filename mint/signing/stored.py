@@ -52,18 +52,20 @@ def check_statement(st: Statement, files: dict[str, str], commit: str, where: st
         raise InvalidSignature(where, f"it was made for commit {st.commit[:12]}, not this one")
 
 
-def signer_of(parsed: Parsed, keys: dict, commit: str, where: str) -> str | None:
+def signer_of(parsed: Parsed, keys: dict, commit: str | None, where: str) -> str | None:
     """The fingerprint of the trusted key (KEYS: fingerprint -> (name, PEM)) whose signature
     PARSED is, or None for a key not trusted here. InvalidSignature when it names a trusted
-    key and does not verify with it, or names none and no trusted key verifies it."""
+    key and does not verify with it, or names none and no trusted key verifies it (COMMIT,
+    the one it was to be kept with, named; None: a commit not made yet)."""
     hint = parsed.statement.hint
+    refused = f": refused for commit {commit[:12]}" if commit else ""
     if hint in keys:
         name, pem = keys[hint]
         try:
             verify_parsed(parsed, pem)
         except ValueError:
             why = f"it names trusted key {name} ({hint[:16]}) and does not verify with it"
-            raise InvalidSignature(where, f"{why}: refused for commit {commit[:12]}") from None
+            raise InvalidSignature(where, why + refused) from None
         return hint
     if hint is not None:
         return None
@@ -74,7 +76,7 @@ def signer_of(parsed: Parsed, keys: dict, commit: str, where: str) -> str | None
             continue
         return fp
     why = "it names no key, and no key trusted here verifies it"
-    raise InvalidSignature(where, f"{why}: refused for commit {commit[:12]}")
+    raise InvalidSignature(where, why + refused)
 
 
 def admit(
