@@ -184,25 +184,18 @@ def _evaluations_wire(conn, ids: list[str]) -> list[dict]:
 # --- receiving -----------------------------------------------------------------------
 
 
-def _anything(line: str) -> None:
-    """A fetch into this repository may touch every line."""
-
-
 @dataclass(frozen=True)
 class Admission:
     """What the sender of a payload may do here. A registry makes one from the pushing token;
     a fetch or clone into this repository takes the registry's objects (LOCAL)."""
 
     by: str | None = None  # the pusher, recorded as pushed_by (None: a fetch)
-    check_line: Callable[[str], None] = _anything  # raises Forbidden for a line out of reach
+    # raises Forbidden for a line out of reach (a fetch into this repository reaches every one)
+    check_line: Callable[[str], None] = lambda line: None
     add_contracts: bool = True  # may record contract versions that are not here yet
     # A token limited to lines: the lines it may read. A stored blob it names must be held by
     # a commit of those lines or uploaded by this token (mint.possession); None: no proof.
     reads_line: Callable[[str], bool] | None = None
-    # May keep a signature by a key not trusted here on a commit that was here before this
-    # import (a fetch into this repository: yes; a push to a registry: no, so that no writer
-    # grows another person's commit with bundles that prove nothing: mint.signing.stored).
-    adds_unverified: bool = True
 
 
 LOCAL = Admission()
@@ -236,13 +229,11 @@ def import_objects(
         stored, present = _receive_commits(repo, conn, commits, admission)
         for ev in evaluations:
             _receive_evaluation(conn, ev, admission)
-        new = set(stored)
-        keeps = lambda commit: admission.adds_unverified or commit in new  # noqa: E731
-        signed = receive_signatures(conn, payload, admission.check_line, keeps)
+        kept = receive_signatures(conn, payload, admission, stored)
         by = admission.by or "fetch"
         moved = [_push_head(conn, m, admission, by) for m in heads or []]
         made = [_push_tag(conn, *t, admission, by) for t in tags or []]
-    return ImportResult(stored, present, moved, made, signed)
+    return ImportResult(stored, present, moved, made, kept)
 
 
 def _push_head(conn, m: HeadMove, admission: Admission, by: str) -> HeadMoved:

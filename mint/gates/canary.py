@@ -151,12 +151,7 @@ def canary_start(
     check_text("reason", reason)
     with repo.db.write() as conn:
         baseline = _locked_holder(conn, line, channel, ref)
-        cid = resolve(conn, candidate).id
-        row = rows.commit_row(conn, cid)
-        if row.line != line or row.kind != Kind.SET:
-            raise RevisionNotFound(candidate, f"not a set commit of line {line}")
-        if cid == baseline:
-            raise InvalidConfig(f"{cid[:12]} already holds {ref}; a canary needs another set")
+        cid = _candidate(conn, candidate, line, baseline, ref)
         found = open_row(conn, line, channel)
         if found is not None:
             raise CanaryOpen(ref, found.id, found.candidate)
@@ -176,6 +171,17 @@ def canary_start(
 
 
 FORCED = "forced past a refusing gate"
+
+
+def _candidate(conn, candidate: str, line: str, baseline: str, ref: str) -> str:
+    """The set commit CANDIDATE names: of LINE, and not REF's holder BASELINE."""
+    cid = resolve(conn, candidate).id
+    row = rows.commit_row(conn, cid)
+    if row.line != line or row.kind != Kind.SET:
+        raise RevisionNotFound(candidate, f"not a set commit of line {line}")
+    if cid == baseline:
+        raise InvalidConfig(f"{cid[:12]} already holds {ref}; a canary needs another set")
+    return cid
 
 
 def _evidence(conn, entry: int, report: GateReport) -> None:

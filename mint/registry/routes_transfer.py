@@ -51,7 +51,6 @@ def receive_objects(repo: RepoDep, who: Writer, body: ObjectsBody) -> MintJSON:
         check_line=lambda line: check_line(who, line),
         add_contracts=who.role.allows(Access.ADMIN),
         reads_line=who.may_touch if who.lines is not None else None,
-        adds_unverified=False,
     )
     payload = body.model_dump(include={"bases", "commits", "evaluations", "signatures"})
     result = transfer.import_objects(

@@ -281,21 +281,25 @@ def signatures_wire(conn, ids: list[str]) -> dict:
     return {"signatures": found} if found else {}
 
 
-def receive_signatures(conn, payload: dict, check_line, unverified=lambda commit: True) -> int:
+def receive_signatures(conn, payload: dict, sender, recorded: list[str]) -> int:
     """Keep each bundle of PAYLOAD's signatures with its commit, which must be here and on a
-    line the sender reaches (CHECK_LINE raises otherwise), checked as a local commit checks a
-    folder's model.sig (`attach`; a set's as `mint.signing.sets.attach_set` does), a set's
-    after its members' (it names theirs). UNVERIFIED(commit): whether a bundle by a key not
-    trusted here may be kept with that commit. Returns how many were kept."""
+    line the SENDER reaches (a `mint.transfer.Admission`: its `check_line` raises otherwise),
+    checked as a local commit checks a folder's model.sig (`attach`; a set's as
+    `mint.signing.sets.attach_set` does), a set's after its members' (it names theirs). A
+    bundle by a key not trusted here is kept, from a pusher (`sender.by`), only with a commit
+    among RECORDED, the commits its import records (no pusher grows another person's commit);
+    from a fetch into this repository, with any. Returns how many were kept."""
+    new = set(recorded) if sender.by is not None else None
     arrived = [
-        _arrived(conn, wire, check_line)
+        _arrived(conn, wire, sender.check_line)
         for wire in listing(payload.get("signatures", []), "signatures")
     ]
     kept = 0
     for commit, bundle, _ in sorted(arrived, key=lambda a: a[2] == Kind.SET):
         where = f"for {commit[:12]}"  # "signature for 3f2a9c1e0b7d: it was made for ..."
         try:
-            kept += attach_any(conn, commit, bundle, where, unverified=unverified(commit))
+            unverified = new is None or commit in new
+            kept += attach_any(conn, commit, bundle, where, unverified=unverified)
         except InvalidSignature as exc:
             raise InvalidObject(str(exc)) from None
     return kept
