@@ -211,7 +211,7 @@ def test_a_set_signature_replayed_onto_another_set_is_refused(
         before = snapshot(repo)
         said = f"^signature for {cid[:12]}: .*{why}"  # the commit it was sent for
         with pytest.raises(InvalidObject, match=said), repo.db.write() as conn:
-            receive_signatures(conn, payload, lambda line: None)
+            receive_signatures(conn, payload, transfer.LOCAL, [])
         assert snapshot(repo) == before
 
 
@@ -240,7 +240,7 @@ def test_a_set_naming_a_member_signature_that_is_not_there_is_refused(
     before = snapshot(repo)
     said = f"^signature for {sid[:12]}: .*carries no signature"
     with pytest.raises(InvalidObject, match=said), repo.db.write() as conn:
-        receive_signatures(conn, payload, lambda line: None)
+        receive_signatures(conn, payload, transfer.LOCAL, [])
     assert snapshot(repo) == before
 
 

@@ -416,6 +416,27 @@ def test_an_unsigned_set_of_signed_members_does_not_pass_as_signed(world):
     assert w.at("max", "promote", evil, "--to", "production").code == 0
 
 
+def test_a_set_signed_by_a_key_the_registry_does_not_trust_adds_nothing_to_a_set_there(world):
+    """The set commit door: `set commit --sign` with a key the registry does not trust adds
+    nothing to the set it holds (one line, nothing stored); a new set keeps it as unverified,
+    and `mint verify` says whose it is."""
+    w = world
+    ids = build_set(w.repo, w.models, w.tmp)
+    key = w.keys["alice"]["private_key"]
+    for line, folder in (("router", "a1"), ("chat", "a2"), ("coding", "a3"), ("summary", "a2")):
+        api.commit(w.repo, line, w.models[folder], line, author="ann", sign=key)
+    mol = ids["folder"] / "mol.toml"
+    sign = ("set", "commit", mol, "-m", "x", "--sign", w.keys["mallory"]["private_key"])
+    before = snapshot(w.repo)
+    one_line_error(w.at("wanda", *sign), "takes only signatures that verify with a trusted key")
+    assert snapshot(w.repo) == before
+    (ids["folder"] / "route.md").write_text("Route it to the best expert.\n")
+    r = w.at("wanda", *sign, "--json")
+    assert r.code == 0 and r.json()["signed"] == 1 and r.json()["created"], r
+    one_line_error(w.at("wanda", "verify", "macaron"), "which is not trusted here")
+    assert api.fsck(w.repo).ok
+
+
 # --- 6. key purposes ----------------------------------------------------------------------------
 
 

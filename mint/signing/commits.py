@@ -247,7 +247,7 @@ class Signing:
             where = str(self.folder / SIGNATURE_FILE)
             parsed = parse(self.found, where)
             st = parsed.statement
-            signer_of(parsed, keys or {}, None, where)
+            signer_of(parsed, keys or {}, st.commit, where)  # the commit it names, if any
             if st.commit is not None and st.commit != head:
                 raise InvalidSignature(where, f"it was made for commit {st.commit[:12]}")
             paths = {f.path: st.files.get(f.path) for f in kept}
