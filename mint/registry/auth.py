@@ -52,7 +52,9 @@ class TokenCache:
     of them. Unknown and revoked tokens are never remembered."""
 
     def __init__(self, watch, ttl: float = TOKEN_TTL, size: int = TOKEN_CACHE):
-        self.watch, self.ttl, self.size = watch, ttl, size
+        """WATCH: a `token_watch` watch, or a function of this cache that makes one."""
+        self.watch = watch(self) if callable(watch) else watch
+        self.ttl, self.size = ttl, size
         self._found: OrderedDict[str, tuple[int, float, Identity]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -107,7 +109,9 @@ def token_cache(app) -> TokenCache:
         with _made:
             cache = getattr(app.state, "token_cache", None)
             if cache is None:
-                cache = app.state.token_cache = TokenCache(watch_for(app.state.repo))
+                repo = app.state.repo
+                cache = TokenCache(lambda owner: watch_for(repo, owner))
+                app.state.token_cache = cache
     return cache
 
 

@@ -24,10 +24,12 @@ import select
 import sqlite3
 import threading
 import time
+import weakref
 
 log = logging.getLogger("mint.registry")
 
-RETRY = 1.0  # seconds between attempts to listen again after the connection was lost
+RETRY = 1.0  # seconds before listening again after the connection was lost (doubled, up to
+MAX_RETRY = 30.0  # this, while it cannot connect)
 POLL = 1.0  # seconds a wait for notifications lasts before the thread looks at `closed`
 
 
@@ -53,8 +55,11 @@ class SqliteWatch:
 class PostgresWatch:
     """The number of revocations (and reconnections) a LISTENing connection has seen."""
 
-    def __init__(self, url):
+    def __init__(self, url, owner=None):
         self.conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        # the thread ends when OWNER (the token cache) is gone, closed or not: an app made and
+        # dropped without its lifespan (a test's) leaves no connection behind
+        self._owner = weakref.ref(owner) if owner is not None else (lambda: self)
         self._generation, self._live, self._fd = 0, False, None
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -85,7 +90,11 @@ class PostgresWatch:
 
     def close(self) -> None:
         self._closed.set()
-        self._thread.join(timeout=POLL + 1)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=POLL + 1)
+
+    def _done(self) -> bool:
+        return self._closed.is_set() or self._owner() is None
 
     def _bump(self, live: bool, fd: int | None = None) -> None:
         with self._lock:
@@ -97,20 +106,22 @@ class PostgresWatch:
 
         from mint.team.revocation import CHANNEL
 
-        while not self._closed.is_set():
+        wait = RETRY
+        while not self._done():
             try:
                 with psycopg.connect(self.conninfo, autocommit=True, **_KEEPALIVE) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
-                    fd = conn.pgconn.socket
+                    fd, wait = conn.pgconn.socket, RETRY
                     self._bump(True, fd)  # what was believed before may be stale: forget it
-                    while not self._closed.is_set():
+                    while not self._done():
                         for _ in conn.notifies(timeout=POLL):
                             self._bump(True, fd)
             except Exception as exc:  # noqa: BLE001 - lost: believe nothing until back
-                if not self._closed.is_set():
+                if not self._done():
                     log.warning("token revocations: not listening (%s); retrying", exc)
             self._bump(live=False)
-            self._closed.wait(RETRY)
+            self._closed.wait(wait)
+            wait = min(wait * 2, MAX_RETRY)
 
 
 # A connection that dies without a word (a network cut) is noticed within about 10 s; until
@@ -123,9 +134,9 @@ _KEEPALIVE = {
 }
 
 
-def watch_for(repo):
-    """The watch of REPO's database."""
+def watch_for(repo, owner=None):
+    """The watch of REPO's database (one that listens for as long as OWNER lives)."""
     engine = repo.db.engine
     if engine.dialect.name == "postgresql":
-        return PostgresWatch(engine.url)
+        return PostgresWatch(engine.url, owner)
     return SqliteWatch(engine.url.database)
