@@ -423,7 +423,7 @@ def test_push_records_the_pusher_and_moves_the_head_fast_forward_only(env):
     source, ids = source_repo(env, "team-src", "team", 3)
     writer = env.as_("writer")
     sent = send_objects(writer, source, ids[:2])
-    nothing_moved = {"heads": [], "tags": []}  # none asked for with the objects
+    nothing_moved = {"heads": [], "tags": [], "signatures": 0}  # none asked for with the objects
     assert sent.status_code == 200
     assert sent.json() == {"stored": ids[:2], "present": [], **nothing_moved}
     again = send_objects(writer, source, ids[:2]).json()
