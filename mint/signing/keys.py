@@ -9,6 +9,7 @@ model_signing's key signer writes into a bundle, so a bundle names the key that 
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -183,8 +184,14 @@ def unknown_key(conn, name: str) -> RevisionNotFound:
 
 def trusted_keys(conn) -> dict[str, tuple[str, bytes]]:
     """fingerprint -> (name, public PEM) of every trusted key."""
-    rows = conn.execute(sa.select(s.signing_keys)).all()
+    rows = conn.execute(_all_keys()).all()
     return {r.fingerprint: (r.name, r.public_pem.encode()) for r in rows}
+
+
+@functools.cache
+def _all_keys():
+    k = s.signing_keys.c
+    return sa.select(k.name, k.fingerprint, k.public_pem)  # built once (issue 24)
 
 
 # Where a private key is looked for in a folder about to be committed: names only, so that a

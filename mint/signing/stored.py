@@ -26,6 +26,7 @@ and `prune_signatures` removes them (`mint signature prune`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 
 import sqlalchemy as sa
@@ -90,12 +91,8 @@ def admit(
     check_statement(st, files, commit, where)
     keys = trusted_keys(conn)
     signer = signer_of(parsed, keys, commit, where)
-    c = s.commit_signatures.c
-    locked = sa.select(s.commits.c.id).where(s.commits.c.id == commit).with_for_update()
-    conn.execute(locked)  # PostgreSQL: one import at a time counts this commit's bundles
-    kept = conn.execute(
-        sa.select(c.sha256, c.bundle, c.key_hint).where(c.commit_id == commit)
-    ).all()
+    conn.execute(_locked(), {"cid": commit})  # PostgreSQL: one import at a time counts them
+    kept = conn.execute(_kept(), {"cid": commit}).all()
     digest = hashlib.sha256(bundle).hexdigest()
     if any(r.sha256 == digest for r in kept):
         return False
@@ -106,16 +103,26 @@ def admit(
     if len(kept) >= MAX_SIGNATURES:
         why = f"commit {commit[:12]} carries {MAX_SIGNATURES} signatures, as many as one may"
         raise InvalidSignature(where, why)
-    conn.execute(
-        s.commit_signatures.insert().values(
-            commit_id=commit,
-            sha256=digest,
-            bundle=bundle.decode(),
-            key_hint=signer or st.hint,
-            added_at=utcnow(),
-        )
-    )
+    row = dict(commit_id=commit, sha256=digest, bundle=bundle.decode(), added_at=utcnow())
+    conn.execute(_insert(), {**row, "key_hint": signer or st.hint})
     return True
+
+
+# Built once, their values bound: building a statement costs more than running it (issue 24).
+@functools.cache
+def _locked():
+    return sa.select(s.commits.c.id).where(s.commits.c.id == sa.bindparam("cid")).with_for_update()
+
+
+@functools.cache
+def _kept():
+    c = s.commit_signatures.c
+    return sa.select(c.sha256, c.bundle, c.key_hint).where(c.commit_id == sa.bindparam("cid"))
+
+
+@functools.cache
+def _insert():
+    return s.commit_signatures.insert()
 
 
 def _same(row, signer: str, st: Statement, keys: dict) -> bool:
