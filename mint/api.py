@@ -24,7 +24,8 @@ Remotes        remote_add, remote_ls, remote_remove, push, fetch, clone, login,
                remote_refs, remote_refs_forget
 Registry       token_create, token_ls, token_revoke, protect, unprotect, protected_ls
 Webhooks       webhook_add, webhook_ls, webhook_rm, webhook_deliveries
-Signing        key_generate, key_add, key_ls, key_rm, verify, verify_folder
+Signing        key_generate, key_add, key_ls, key_rm, key_limit, verify, verify_folder,
+               signature_prune
 
 The operations are imported on first use, so that `mint --help` and `mint --version` start
 without loading the database layer.
@@ -135,6 +136,8 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "key_add": ("mint.signing.keys", "key_add", _ANY),
     "key_ls": ("mint.signing.keys", "key_ls", _ANY),
     "key_rm": ("mint.signing.keys", "key_rm", _ANY),
+    "key_limit": ("mint.signing.trust", "key_limit", _ANY),
+    "signature_prune": ("mint.signing.stored", "signature_prune", _ANY),
     "verify": ("mint.signing.commits", "verify", _ANY),
     "verify_folder": ("mint.porcelain.signed", "verify_folder", _ONCE),
     "webhook_deliveries": ("mint.team.webhooks", "webhook_deliveries", _ANY),
@@ -179,6 +182,7 @@ __all__ = [
     "init",
     "key_add",
     "key_generate",
+    "key_limit",
     "key_ls",
     "key_rm",
     "log",
@@ -207,6 +211,7 @@ __all__ = [
     "set_derive",
     "set_spec",
     "show",
+    "signature_prune",
     "status",
     "tag",
     "tag_delete",
@@ -331,6 +336,8 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.search import search
     from mint.signing.commits import verify
     from mint.signing.keys import key_add, key_generate, key_ls, key_rm
+    from mint.signing.stored import signature_prune
+    from mint.signing.trust import key_limit
     from mint.team.protection import protect, protected_ls, unprotect
     from mint.team.tokens import token_create, token_ls, token_revoke
     from mint.team.webhooks import webhook_add, webhook_deliveries, webhook_ls, webhook_rm

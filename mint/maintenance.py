@@ -61,6 +61,7 @@ def fsck(repo: Repo) -> FsckReport:
         problems += _dangling_refs(conn, commits)
         problems += _bad_contracts(conn) + _bad_evaluations(conn, commits)
         problems += _unbound_sets(conn)
+        problems += _bad_signatures(conn)
     stored = set()
     for blob_id in repo.store.iter():
         try:
@@ -153,6 +154,17 @@ def _unbound_sets(conn) -> list[str]:
         except (InvalidConfig, InvalidName, UnsafePath) as exc:
             out.append(f"set commit {cid}: {exc}")
     return out
+
+
+def _bad_signatures(conn) -> list[str]:
+    """Kept bundles that break the rules a bundle is kept by (mint.signing.stored): `mint
+    signature prune` removes them."""
+    from mint.signing.stored import bad_signatures
+
+    return [
+        f"commit {b.commit[:12]}: signature {b.sha256[:12]}: {b.why} (mint signature prune)"
+        for b in bad_signatures(conn)
+    ]
 
 
 # --- gc ------------------------------------------------------------------------

@@ -75,6 +75,7 @@ class ImportResult:
     present: list[str]  # commit ids that were already here
     heads: list[HeadMoved] = field(default_factory=list)
     tags: list[TagMade] = field(default_factory=list)
+    signatures: int = 0  # bundles kept with commits by this import
 
 
 # --- what to send ------------------------------------------------------------------
@@ -183,17 +184,14 @@ def _evaluations_wire(conn, ids: list[str]) -> list[dict]:
 # --- receiving -----------------------------------------------------------------------
 
 
-def _anything(line: str) -> None:
-    """A fetch into this repository may touch every line."""
-
-
 @dataclass(frozen=True)
 class Admission:
     """What the sender of a payload may do here. A registry makes one from the pushing token;
     a fetch or clone into this repository takes the registry's objects (LOCAL)."""
 
     by: str | None = None  # the pusher, recorded as pushed_by (None: a fetch)
-    check_line: Callable[[str], None] = _anything  # raises Forbidden for a line out of reach
+    # raises Forbidden for a line out of reach (a fetch into this repository reaches every one)
+    check_line: Callable[[str], None] = lambda line: None
     add_contracts: bool = True  # may record contract versions that are not here yet
     # A token limited to lines: the lines it may read. A stored blob it names must be held by
     # a commit of those lines or uploaded by this token (mint.possession); None: no proof.
@@ -231,11 +229,11 @@ def import_objects(
         stored, present = _receive_commits(repo, conn, commits, admission)
         for ev in evaluations:
             _receive_evaluation(conn, ev, admission)
-        receive_signatures(conn, payload, admission.check_line)
+        kept = receive_signatures(conn, payload, admission, stored)
         by = admission.by or "fetch"
         moved = [_push_head(conn, m, admission, by) for m in heads or []]
         made = [_push_tag(conn, *t, admission, by) for t in tags or []]
-    return ImportResult(stored, present, moved, made)
+    return ImportResult(stored, present, moved, made, kept)
 
 
 def _push_head(conn, m: HeadMove, admission: Admission, by: str) -> HeadMoved:

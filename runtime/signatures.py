@@ -47,10 +47,10 @@ class SignatureGuard:
         return cls(repo, keys)
 
     def verdict(self, rev: str) -> tuple[str, Verdict]:
-        """(commit id, verdict) of REV: its own signature, else its members'."""
-        detail = api.show(self.repo, rev)
-        members = [(m.label, m.commit_id) for m in detail.members]
-        return detail.id, judge(self.verify_one, detail.id, members, self.keys)
+        """(commit id, verdict) of REV: its own signature (a set's, with its members' that it
+        names)."""
+        commit = api.resolve(self.repo, rev)
+        return commit, judge(self.verify_one, commit, self.keys)
 
     def verify_one(self, commit: str):
         return api.verify(self.repo, commit)

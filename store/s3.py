@@ -102,6 +102,7 @@ class S3ObjectStore:
             retries={"mode": "standard", "max_attempts": 5},
             max_pool_connections=max(10, 4 * max_workers),
             request_checksum_calculation="when_required",
+            signature_version="s3v4",  # SigV4 URLs too: v2 is deprecated, refused since 2014
         )
         self.client = boto3.session.Session().client("s3", config=config)
 

@@ -5,8 +5,8 @@
 3. `POST /objects` with the head moves (compare-and-swap) and the tags, made in the
    transaction that stores the objects.
 
-Every test runs a real `mint registry serve`. A token is believed for 5 s by the registry
-(mint.registry.auth.TokenCache), so a revoke is honoured within that.
+Every test runs a real `mint registry serve`. A token is believed by the registry only until
+anything revokes one (mint.registry.auth.TokenCache, issue 35).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import pytest
 from mint import api, transfer
 from mint.errors import RevisionNotFound, Unauthenticated
 from mint.registry.auth import TokenCache
+from mint.registry.token_watch import watch_for
 from mint.remote.repo import RemoteRepo
 from mint.remote.transfer_client import push
 from mint.team.tokens import token_revoke
@@ -255,14 +256,19 @@ def test_heads_and_tags_move_with_the_objects_in_one_transaction(world, models):
     assert api.resolve(registry, "chat@v1") == a
 
 
-def test_the_token_cache_believes_a_good_token_for_its_ttl_only(tmp_path):
+def test_the_token_cache_believes_a_good_token_until_a_write_or_its_ttl(tmp_path):
+    """Over SQLite the cache's watch is the database file's data_version: a revoke (any
+    write) by another connection makes the next request read the token again (issue 35); a
+    token nothing touched is believed for the ttl, then read again."""
     repo, _ = api.init(tmp_path / "registry")
     secrets = [create_token(repo.root, f"t{i}", "reader") for i in range(3)]
-    cache = TokenCache(ttl=0.5, size=2)
+    cache = TokenCache(watch_for(repo), ttl=0.5, size=2)
     assert cache.identity(repo, secrets[0]).name == "t0"
-    token_revoke(repo, "t0")
-    assert cache.identity(repo, secrets[0]).name == "t0"  # believed within the ttl
-    time.sleep(0.6)
+    assert cache.fresh(secrets[0]).name == "t0"  # believed: nothing was written since
+    other = api.open_repo(repo.root)  # the repository's own CLI: another connection
+    token_revoke(other, "t0")
+    other.close()
+    assert cache.fresh(secrets[0]) is None
     with pytest.raises(Unauthenticated):
         cache.identity(repo, secrets[0])
     with pytest.raises(Unauthenticated):
@@ -272,8 +278,8 @@ def test_the_token_cache_believes_a_good_token_for_its_ttl_only(tmp_path):
     for s in secrets[1:] * 2:
         cache.identity(repo, s)
     assert len(cache) == 2  # the least recently used go first
-    token_revoke(repo, "t1")
-    cache.clear()
-    with pytest.raises(Unauthenticated):
-        cache.identity(repo, secrets[1])
+    assert cache.fresh(secrets[1]) is not None
+    time.sleep(0.6)
+    assert cache.fresh(secrets[1]) is None  # past its ttl: read again
+    cache.watch.close()
     repo.close()

@@ -126,18 +126,16 @@ def test_health_and_openapi_are_open_everything_else_needs_a_token(env):
     }
 
 
-def test_a_revoked_token_is_refused_within_seconds_and_secrets_are_never_shown(env):
-    # The registry believes a good token for 5 s (mint.registry.auth.TokenCache): a revoke
-    # made by another process is honoured within that, polled here for up to 15 s.
+def test_a_revoked_token_is_refused_at_once_and_secrets_are_never_shown(env):
+    # The registry believes a good token from memory (mint.registry.auth.TokenCache) only
+    # while nothing was revoked: a revoke made by another process (the repository's own CLI)
+    # is honoured on the very next request (issue 35).
     secret = create_token(env.root, "temp", "reader", subprocess_cli=True)
     with env.server.client(secret) as client:
-        assert client.get("/api/v1/whoami").status_code == 200
+        for _ in range(2):  # read from the table, then believed
+            assert client.get("/api/v1/whoami").status_code == 200
         assert cli(env.root, "registry", "token", "revoke", "temp")[0] == 0
-        deadline = time.monotonic() + 15
-        while (answer := client.get("/api/v1/whoami")).status_code == 200:
-            assert time.monotonic() < deadline, "a revoked token still answered after 15 s"
-            time.sleep(0.2)
-        error_of(answer, 401, "Unauthenticated")
+        error_of(client.get("/api/v1/whoami"), 401, "Unauthenticated")
     code, out, _ = cli(env.root, "registry", "token", "ls", "--json")
     listed = {t["name"]: t for t in json.loads(out)}
     assert listed["temp"]["revoked_at"] and listed["writer"]["revoked_at"] is None
@@ -386,7 +384,6 @@ def test_an_upload_cut_off_half_way_stores_nothing(env):
 
 
 def _wait(predicate, seconds: float = 5.0) -> bool:
-    import time
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -426,7 +423,7 @@ def test_push_records_the_pusher_and_moves_the_head_fast_forward_only(env):
     source, ids = source_repo(env, "team-src", "team", 3)
     writer = env.as_("writer")
     sent = send_objects(writer, source, ids[:2])
-    nothing_moved = {"heads": [], "tags": []}  # none asked for with the objects
+    nothing_moved = {"heads": [], "tags": [], "signatures": 0}  # none asked for with the objects
     assert sent.status_code == 200
     assert sent.json() == {"stored": ids[:2], "present": [], **nothing_moved}
     again = send_objects(writer, source, ids[:2]).json()

@@ -145,6 +145,7 @@ def test_large_files_redirect_to_presigned_s3_urls(replicas, local, moto, models
         assert got.status_code == 302 and got.headers["x-repo-commit"] == ids["c1"][:40]
         location = got.headers["location"]
         assert location.startswith(moto.url + f"/{replicas.bucket}/registry/")
+        assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in location  # SigV4 (issue 35)
         plain = httpx.get(location)  # no token: the URL carries its own signature
         assert plain.status_code == 200 and hashlib.sha256(plain.content).hexdigest() == sha(
             weights

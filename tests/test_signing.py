@@ -159,11 +159,14 @@ def test_the_signature_lists_the_blob_ids_and_ignores_model_sig(repo, mint, sign
 def test_signing_an_unchanged_folder_signs_the_head_once_per_key(repo, mint, signed, models):
     again = ("commit", "chat", models["a1"], "-m", "again", "--sign", signed["private_key"])
     r = mint(*again)
-    assert r.code == 0 and r.out.startswith("signed chat's head "), r  # no new commit
-    assert len(api.show(repo, "chat").signatures) == 1  # alice signed this commit already
+    # no new commit, and no new signature: alice signed this commit already, and the CLI
+    # says "signed" only when a signature was kept (issue 35)
+    assert r.code == 0 and "carries this key's signature already" in r.out, r
+    assert len(api.show(repo, "chat").signatures) == 1
     bob = generate(mint, Path(signed["private_key"]).parent.parent / "bob")
     assert mint("key", "add", "bob", bob["public_key"]).code == 0
-    assert mint(*again[:-1], bob["private_key"]).code == 0
+    r = mint(*again[:-1], bob["private_key"])
+    assert r.code == 0 and r.out.startswith("signed chat's head "), r
     signers = api.verify(repo, "chat").signers
     assert sorted(s.key for s in signers) == ["alice", "bob"] and len(api.log(repo, "chat")) == 1
 

@@ -171,6 +171,21 @@ def test_forged_repos_are_refused_in_one_line_and_nothing_is_stored(
     refused(based, repo, bad, "its signature does not verify with the key it names")
 
 
+def test_a_model_sig_naming_a_trusted_key_that_does_not_verify_is_refused_at_pull(
+    based, repo, signed_hub
+):
+    """Issue 35: a signature is kept only when it proves something. org/badsig names alice's
+    key and does not verify with it: in a repository that trusts alice it is refused at pull,
+    verification asked or not, with nothing stored; org/signed is kept."""
+    _, alice = signed_hub
+    assert based("key", "add", "alice", alice.public_key).code == 0
+    why = "it names trusted key alice"
+    refused(based, repo, ["pull", "hf://org/badsig"], why)
+    assert based("pull", "hf://org/signed").code == 0
+    assert [s.key for s in api.verify(repo, "signed").signers] == ["alice"]
+    assert api.fsck(repo).ok
+
+
 def test_an_unsigned_repo_is_refused_only_when_verification_is_asked(based, repo, signed_hub):
     _, alice = signed_hub
     asked = ["pull", "hf://org/unsigned", "--verify-signature", "--public-key", alice.public_key]

@@ -13,6 +13,7 @@ import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 
 from mint.store import (
@@ -433,6 +434,37 @@ class TestS3ObjectStore(ObjectStoreTests):
         keys = [o["Key"] for o in moto.client().list_objects_v2(Bucket=store.bucket)["Contents"]]
         assert keys == [f"some/prefix/{r.id[:2]}/{r.id[2:]}"]
         assert store.url == f"s3://{store.bucket}/some/prefix"
+
+    @pytest.mark.parametrize("region", ["us-east-1", "eu-west-3"])
+    def test_presigned_urls_use_signature_version_4_in_the_configured_region(
+        self, moto, tmp_path, monkeypatch, region
+    ):
+        """Issue 35: presigned downloads are signed with SigV4 (AWS4-HMAC-SHA256) in the
+        region the standard settings name, expire in minutes, and moto serves them; before,
+        they were version 2 (`AWSAccessKeyId`, `Signature`, `Expires`), which AWS regions
+        opened since 2014 refuse."""
+        from urllib.parse import parse_qs, urlsplit
+
+        from mint.store import S3ObjectStore
+
+        monkeypatch.setenv("AWS_DEFAULT_REGION", region)
+        bucket = f"mint-test-{os.urandom(8).hex()}"
+        where = {} if region == "us-east-1" else {"LocationConstraint": region}
+        moto.client().create_bucket(
+            Bucket=bucket, **({"CreateBucketConfiguration": where} if where else {})
+        )
+        store = S3ObjectStore(bucket, "p", cache_dir=tmp_path / "cache")
+        blob = store.put_bytes(b"signed payload").id
+        url = store.presigned_url(blob)
+        query = parse_qs(urlsplit(url).query)
+        assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"], url
+        assert query["X-Amz-Credential"][0].endswith(f"/{region}/s3/aws4_request"), url
+        assert query["X-Amz-Expires"] == ["300"] and "X-Amz-Signature" in query
+        assert not {"AWSAccessKeyId", "Signature", "Expires"} & set(query)
+        got = httpx.get(url)
+        assert got.status_code == 200 and got.content == b"signed payload"
+        tampered = url.replace(f"/p/{blob[:2]}/", f"/p/{blob[:2]}/x")
+        assert httpx.get(tampered).status_code >= 400
 
     def test_large_blobs_go_up_in_parts_and_are_published_once_verified(self, moto, tmp_path):
         from mint.store import S3ObjectStore

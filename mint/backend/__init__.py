@@ -97,9 +97,12 @@ class Backend(Protocol):
         """A store on this machine that holds every blob of SIZES (id -> size), verified."""
 
     # -- writes --------------------------------------------------------------------------
-    def record(self, new: NewCommit, head: str | None, staged: Staged) -> CommitResult:
+    def record(
+        self, new: NewCommit, head: str | None, staged: Staged, signatures: list[bytes] = ()
+    ) -> CommitResult:
         """Store the blobs, then the commit, and move its line's head from HEAD to it by
-        compare-and-swap."""
+        compare-and-swap; SIGNATURES (bundles) are checked and kept in the same transaction
+        (`mint.signing.stored`), and none of it is stored if one is refused."""
 
     def take_back(self, recorded: list[tuple[str, str | None, str]]) -> None:
         """Undo commits this process just made, each (line, head before, commit), where the

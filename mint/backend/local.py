@@ -69,6 +69,8 @@ REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "key_add": ("mint.signing.keys", "key_add"),
     "key_ls": ("mint.signing.keys", "key_ls"),
     "key_rm": ("mint.signing.keys", "key_rm"),
+    "key_limit": ("mint.signing.trust", "key_limit"),
+    "signature_prune": ("mint.signing.stored", "signature_prune"),
     "verify": ("mint.signing.commits", "verify"),
     "attach_signatures": ("mint.signing.commits", "attach_signatures"),
 }
@@ -170,9 +172,8 @@ class LocalBackend:
             from mint.signing import SIGNATURE_FILE
             from mint.signing.commits import attach_any
 
-            def also(conn, cid: str) -> None:
-                for bundle in signatures:
-                    attach_any(conn, cid, bundle, SIGNATURE_FILE)
+            def also(conn, cid: str) -> int:
+                return sum(attach_any(conn, cid, bundle, SIGNATURE_FILE) for bundle in signatures)
 
         return record(self.repo, new, head, staged.store, also)
 

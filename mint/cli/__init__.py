@@ -38,7 +38,7 @@ COMMANDS = {
     **dict.fromkeys(("dataset", "traces"), "traces_cmds"),
     "registry": "registry_cmds",
     **dict.fromkeys(("clone", "fetch", "login", "logout", "push", "remote"), "remote_cmds"),
-    **dict.fromkeys(("key", "verify"), "key_cmds"),
+    **dict.fromkeys(("key", "signature", "verify"), "key_cmds"),
     "config": "config_cmds",
 }
 

@@ -8,8 +8,9 @@ from mint import api
 from mint.cli._common import current_user, json_option, with_repo
 from mint.cli._output import echo, emit_json, short, table
 from mint.cli.channel_cmds import gate_report_table as gate_table  # the table promote shows
-from mint.cli.channel_cmds import overridden
+from mint.cli.channel_cmds import overridden, sign_option, signing_args
 from mint.cli.fleet_cmds import wait_options, waited
+from mint.cli.key_cmds import password_option
 from mint.errors import GateRefused
 
 
@@ -40,15 +41,30 @@ def _shown(c) -> str:
 @click.option("--contract", "contract_name", help="Also apply this contract.")
 @click.option("--force", is_flag=True, help="Override a refusing gate (needs --reason; logged).")
 @click.option("--reason", help="Why (recorded in history).")
+@sign_option
+@password_option
 @wait_options
 @json_option
 @with_repo
-def start(repo, ref, candidate, fraction, contract_name, force, reason, wait, as_json) -> None:
+def start(
+    repo,
+    ref,
+    candidate,
+    fraction,
+    contract_name,
+    force,
+    reason,
+    sign_key,
+    password_env,
+    wait,
+    as_json,
+) -> None:
     """Serve CANDIDATE to a fraction of SET_LINE@CHANNEL's requests beside its holder.
 
     Real traffic reaches it, so CANDIDATE must pass the gate `mint promote` would run for
-    CHANNEL (the table is shown when it refuses), unless --force with a --reason. With
-    --wait, until every live instance following the channel serves the split."""
+    CHANNEL (the table is shown when it refuses), unless --force with a --reason; on a
+    channel protected as signed, the start is signed (--sign) as a promote is. With --wait,
+    until every live instance following the channel serves the split."""
     try:
         c = api.canary_start(
             repo,
@@ -59,6 +75,7 @@ def start(repo, ref, candidate, fraction, contract_name, force, reason, wait, as
             reason=reason,
             contract=contract_name,
             force=force,
+            **signing_args(sign_key, password_env),
         )
     except GateRefused as exc:
         gate_table(exc.report, as_json)
@@ -77,11 +94,15 @@ def start(repo, ref, candidate, fraction, contract_name, force, reason, wait, as
 @canary.command("stop")
 @click.argument("ref", metavar="SET_LINE@CHANNEL")
 @click.option("--reason", help="Why (recorded in history).")
+@sign_option
+@password_option
 @json_option
 @with_repo
-def stop(repo, ref, reason, as_json) -> None:
-    """Stop SET_LINE@CHANNEL's open canary: every request goes to the holder again."""
-    c = api.canary_stop(repo, ref, by=current_user(), reason=reason)
+def stop(repo, ref, reason, sign_key, password_env, as_json) -> None:
+    """Stop SET_LINE@CHANNEL's open canary: every request goes to the holder again (signed
+    with --sign on a channel protected as signed)."""
+    signing = signing_args(sign_key, password_env)
+    c = api.canary_stop(repo, ref, by=current_user(), reason=reason, **signing)
     if as_json:
         return emit_json(c)
     echo(_shown(c))

@@ -19,7 +19,7 @@ sign_option = _sign_option(
 )
 
 
-def _signing(sign_key, password_env) -> dict:
+def signing_args(sign_key, password_env) -> dict:
     """The signing options given (none: a registry that predates them is still asked); a
     `--sign` given no path signs with the configured signing.key."""
     if sign_key is None:
@@ -119,7 +119,7 @@ def promote(
             force=force,
             reason=reason,
             create=create,
-            **_signing(sign_key, password_env),
+            **signing_args(sign_key, password_env),
         )
     except GateRefused as exc:
         gate_report_table(exc.report, as_json)
@@ -160,7 +160,7 @@ def rollback(repo, ref, to, reason, sign_key, password_env, wait, as_json) -> No
     """Move LINE@CHANNEL back to its previous holder."""
     from mint.errors import GateRefused
 
-    signing = _signing(sign_key, password_env)
+    signing = signing_args(sign_key, password_env)
     try:
         move = api.rollback(repo, ref, by=current_user(), to=to, reason=reason, **signing)
     except GateRefused as exc:

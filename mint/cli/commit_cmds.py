@@ -77,8 +77,8 @@ def commit(ctx, line, directory, message, meta, base_name, sign_key, password_en
         _check_dataset(ctx.repo(), pairs["data"])
     if as_json:
         return emit_json(r)
-    if not r.created and sign_key:  # the head is signed: a new signature, no new commit
-        return echo(f"signed {line}'s head {short(r.id)} ({directory} is identical to it)")
+    if not r.created and (sign_key or r.signed):  # the head signed: no new commit
+        return echo(head_signed(r, f"{directory} is identical to it"))
     if not r.created:
         return echo(f"nothing to commit: {directory} is identical to {line} ({short(r.id)})")
     echo(r.id)
@@ -102,6 +102,15 @@ def _check_dataset(repo, data: str) -> None:
         )
     except AmbiguousRevision:
         pass
+
+
+def head_signed(r, why: str) -> str:
+    """What signing R's commit, a line's head (WHY: why no commit was made), did: "signed"
+    only when the registry or the repository kept the new signature."""
+    if r.signed:
+        return f"signed {r.line}'s head {short(r.id)} ({why})"
+    already = f"{r.line}'s head {short(r.id)} carries this key's signature already"
+    return f"{already} ({why}): nothing added"
 
 
 @click.command()

@@ -66,27 +66,91 @@ def key_generate(out, password_env, as_json) -> None:
     echo(f"private key {r.private_key} (mode 0600{', encrypted' if r.encrypted else ''})")
 
 
+def limit_options(f):
+    """--for, --lines, --channels: what a key may sign (none given: everything)."""
+    f = click.option(
+        "--channels",
+        "channels",
+        multiple=True,
+        metavar="CHANNEL",
+        help="Moves only of these channels (repeat; default: any).",
+    )(f)
+    f = click.option(
+        "--lines",
+        "lines",
+        multiple=True,
+        metavar="GLOB",
+        help="Only commits and moves of lines matching GLOB (repeat; default: any line).",
+    )(f)
+    return click.option(
+        "--for",
+        "purposes",
+        metavar="commits,sets,moves",
+        help="What the key may sign (default: all three).",
+    )(f)
+
+
+def _limits(purposes, lines, channels) -> dict:
+    return {"purposes": purposes, "lines": list(lines) or None, "channels": list(channels) or None}
+
+
 @key.command("add")
 @click.argument("name")
 @click.argument("public_key", metavar="PUBLIC.pem", type=click.Path(dir_okay=False))
+@limit_options
 @json_option
 @with_repo
-def key_add(repo, name, public_key, as_json) -> None:
-    """Trust the public key in PUBLIC.pem under NAME."""
-    r = api.key_add(repo, name, key_text(public_key, "PUBLIC.pem"), by=current_user())
-    emit_json(r) if as_json else echo(f"trusted {r.name} ({r.fingerprint})")
+def key_add(repo, name, public_key, purposes, lines, channels, as_json) -> None:
+    """Trust the public key in PUBLIC.pem under NAME (for everything, unless limited)."""
+    text = key_text(public_key, "PUBLIC.pem")
+    limits = _limits(purposes, lines, channels)
+    r = api.key_add(repo, name, text, by=current_user(), **limits)
+    emit_json(r) if as_json else echo(f"trusted {r.name} ({r.fingerprint}) for {_for(r)}")
+
+
+@key.command("limit")
+@click.argument("name")
+@limit_options
+@json_option
+@with_repo
+def key_limit(repo, name, purposes, lines, channels, as_json) -> None:
+    """Limit what the trusted key NAME may sign, replacing its limits (none: everything)."""
+    r = api.key_limit(repo, name, **_limits(purposes, lines, channels))
+    emit_json(r) if as_json else echo(f"{r.name} ({r.fingerprint}) is trusted for {_for(r)}")
+
+
+def _for(k) -> str:
+    """What key K may sign, in words."""
+    what = ", ".join(k.purposes) if k.purposes is not None else "commits, sets, moves"
+    if k.lines is not None:
+        what += f" on lines {' '.join(k.lines)}"
+    if k.channels is not None:
+        what += f"; moves of {' '.join(k.channels)}"
+    return what
 
 
 @key.command("ls")
 @json_option
 @with_repo
 def key_ls(repo, as_json) -> None:
-    """The trusted public keys."""
+    """The trusted public keys, and what each may sign."""
     items = api.key_ls(repo)
     if as_json:
         return emit_json(items)
-    rows = [[k.name, k.fingerprint, k.added_by, k.added_at[:19]] for k in items]
-    echo(table(rows, ["NAME", "FINGERPRINT", "ADDED BY", "ADDED"]))
+    rows = [
+        [
+            k.name,
+            k.fingerprint,
+            ",".join(k.purposes) if k.purposes is not None else "commits,sets,moves",
+            " ".join(k.lines) if k.lines is not None else "*",
+            " ".join(k.channels) if k.channels is not None else "*",
+            k.added_by,
+            k.added_at[:19],
+        ]
+        for k in items
+    ]
+    head = ["NAME", "FINGERPRINT", "FOR", "LINES", "CHANNELS", "ADDED BY", "ADDED"]
+    echo(table(rows, head))
 
 
 @key.command("rm")
@@ -132,6 +196,29 @@ def verify(repo, rev, folder, key_name, public_key, as_json) -> None:
         echo(safe(f"  {m.label:<10} {short(m.commit)}: {what} signed by {who}"))
 
 
+@click.group()
+def signature() -> None:
+    """The signatures commits carry."""
+
+
+@signature.command("prune")
+@click.option("--dry-run", is_flag=True, help="Only say which would be removed.")
+@json_option
+@with_repo
+def signature_prune(repo, dry_run, as_json) -> None:
+    """Remove the kept signatures that break the rules a signature is kept by: one an older
+    mint kept unchecked, or one whose key was trusted after it was kept and that does not
+    verify with it (`mint fsck` reports them). An admin's on a registry."""
+    r = api.signature_prune(repo, dry_run=dry_run)
+    if as_json:
+        return emit_json(r)
+    for s in r.signatures:
+        echo(safe(f"{short(s.commit)} {s.sha256[:12]}: {s.why}"))
+    verb = "would remove" if dry_run else "removed"
+    echo(f"{verb} {len(r.signatures)} signature(s)")
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(key)
     cli.add_command(verify)
+    cli.add_command(signature)

@@ -181,18 +181,28 @@ def token_revoke(ctx, name: str, as_json: bool) -> None:
     is_flag=True,
     help="Every move also needs a signature by a trusted key (promote/rollback --sign KEY).",
 )
+@click.option(
+    "--keys",
+    metavar="NAME[,NAME...]",
+    help="With --signed: only these trusted keys sign its moves (default: any that may).",
+)
 @json_option
 @click.pass_obj
-def protect(ctx, channel: str, role: str, signed: bool, as_json: bool) -> None:
+def protect(ctx, channel: str, role: str, signed: bool, keys, as_json: bool) -> None:
     """Moving CHANNEL (on any line) needs ROLE; forcing it needs admin; approvals for it count
-    only from others than the commit's author and pusher. With --signed, a move needs a
-    signed statement by a trusted key (`mint key ls`)."""
-    p = api.protect(
-        ctx.repo(), channel, role, by=current_user(), **({"signed": True} if signed else {})
-    )
+    only from others than the commit's author and pusher. With --signed, a move (a promote, a
+    rollback, a canary's start or stop) needs a signed statement by a trusted key that may
+    sign moves of it (`mint key ls`), one of --keys if given."""
+    if keys is not None and not signed:
+        raise click.UsageError("--keys needs --signed")
+    extra = {"signed": True} if signed else {}
+    if keys is not None:
+        extra["keys"] = [k.strip() for k in keys.split(",")]
+    p = api.protect(ctx.repo(), channel, role, by=current_user(), **extra)
     if as_json:
         return emit_json(p)
-    also = " and a signature by a trusted key" if p.signed else ""
+    who = f"one of {', '.join(p.keys)}" if p.keys else "a trusted key"
+    also = f" and a signature by {who}" if p.signed else ""
     echo(f"{p.channel} is protected: moving it needs {p.role}{also}")
 
 
@@ -218,11 +228,14 @@ def protected(ctx, as_json: bool) -> None:
     items = api.protected_ls(ctx.repo())
     if as_json:
         return emit_json(items)
-    rows = [
-        [p.channel, p.role, "yes" if p.signed else "no", p.created_at[:19], p.created_by]
-        for p in items
-    ]
+    rows = [[p.channel, p.role, _signed_by(p), p.created_at[:19], p.created_by] for p in items]
     echo(table(rows, ["CHANNEL", "ROLE", "SIGNED", "SINCE", "BY"]))
+
+
+def _signed_by(p) -> str:
+    if not p.signed:
+        return "no"
+    return f"by {','.join(p.keys)}" if p.keys else "yes"
 
 
 def register(cli: click.Group) -> None:

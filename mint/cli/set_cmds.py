@@ -7,6 +7,7 @@ import click
 from mint import api
 from mint.cli._common import current_user, json_option, parse_pairs, with_repo
 from mint.cli._output import echo, emit_json, short
+from mint.cli.commit_cmds import head_signed
 from mint.cli.config_cmds import sign_key_from
 from mint.cli.config_cmds import sign_option as _sign_option
 from mint.cli.key_cmds import password_from, password_option
@@ -43,6 +44,8 @@ def set_commit(repo, file, message, sign_key, password_env, as_json) -> None:
         return emit_json(r)
     if r.created:
         return echo(r.id)
+    if sign_key is not None:
+        return echo(head_signed(r, f"{file} pins the same members"))
     echo(f"nothing to commit: {file} pins the same members as {r.line} ({short(r.id)})")
 
 
@@ -77,6 +80,8 @@ def set_derive(repo, rev, uses, message, sign_key, password_env, as_json) -> Non
         return emit_json(r)
     if r.created:
         return echo(r.id)
+    if sign_key is not None:
+        return echo(head_signed(r, "the line has that set already"))
     echo(f"nothing to commit: {r.line} already has that set ({short(r.id)})")
 
 

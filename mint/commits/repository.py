@@ -50,7 +50,8 @@ def record(
 ) -> CommitResult:
     """Store the blobs (STORE_BLOBS() returns the bytes written), then insert the commit and
     move the line's head in one transaction that finds every blob in place; ALSO(conn, id),
-    if given, writes what goes with the commit in that transaction (its signatures)."""
+    if given, writes what goes with the commit in that transaction (its signatures) and
+    returns how many signatures it kept."""
     written = store_blobs()
     crash_point("commit.after-blobs")
     for attempt in range(GC_RACE_ATTEMPTS):
@@ -62,8 +63,7 @@ def record(
                         raise BlobMissing(f.sha256)
                 cid = rows.insert_commit(conn, new, dt.datetime.fromisoformat(new.created_at))
                 RefsContainer(conn).advance_head(new.line, new.kind, head, cid)
-                if also is not None:
-                    also(conn, cid)
+                signed = also(conn, cid) if also is not None else 0
                 crash_point("commit.in-transaction")
             break
         except BlobMissing:  # a gc removed a reused blob before our rows could protect it
@@ -71,7 +71,9 @@ def record(
                 raise
             written += store_blobs()
     crash_point("commit.after-transaction")
-    return CommitResult(cid, new.line, new.parents, created=True, bytes_written=written)
+    return CommitResult(
+        cid, new.line, new.parents, created=True, bytes_written=written, signed=signed
+    )
 
 
 def resolve_rev(repo: Repo, rev: str) -> CommitId:

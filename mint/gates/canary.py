@@ -43,12 +43,14 @@ from mint.errors import (
 )
 from mint.gates.checks import gate_report
 from mint.gates.contracts import contract_show, get_row
+from mint.gates.history import move_of
 from mint.gates.live import LivePolicy, decide, stats_of
 from mint.ids import Action, CanaryOutcome, CommitId, Kind, RefKind, as_utc, iso, utcnow
 from mint.objects import Canary, CanaryStatus, GateReport, VariantStats, Verdict
 from mint.refs import RefsContainer, check_text, resolve
 from mint.refs.revisions import check_local_ref
 from mint.repo import Repo
+from mint.signing.moves import settle, signing_of
 
 CANARY_VARIANT = "canary"
 PRODUCTION_VARIANT = "production"
@@ -132,26 +134,27 @@ def canary_start(
     reason: str | None = None,
     contract: str | None = None,
     force: bool = False,
+    sign: str | None = None,
+    password: str | None = None,
+    signature: str | None = None,
 ) -> Canary:
     """Serve CANDIDATE (a commit of the set line) to FRACTION of LINE@CHANNEL's requests,
     beside the channel's holder. Refused while another canary is open there, and unless
     the candidate passes the gate a promote to CHANNEL would run (its contracts, plus
     CONTRACT if named; approvals by others than its author and pusher on a protected
     channel): real traffic reaches it, so a canary is a deployment. FORCE overrides a
-    refusing gate and needs a REASON, which history records with the gate's evidence."""
+    refusing gate and needs a REASON, which history records with the gate's evidence. On a
+    channel protected as signed it needs a signed statement of the start, as a promote does:
+    made with the key in file SIGN (PASSWORD), or SIGNATURE, a bundle made elsewhere."""
     line, channel = split_ref(ref)
     fraction = check_fraction(fraction)
+    signing = signing_of(sign, password, signature)
     if force and not (reason and reason.strip()):
         raise ForceNeedsReason(channel)
     check_text("reason", reason)
     with repo.db.write() as conn:
         baseline = _locked_holder(conn, line, channel, ref)
-        cid = resolve(conn, candidate).id
-        row = rows.commit_row(conn, cid)
-        if row.line != line or row.kind != Kind.SET:
-            raise RevisionNotFound(candidate, f"not a set commit of line {line}")
-        if cid == baseline:
-            raise InvalidConfig(f"{cid[:12]} already holds {ref}; a canary needs another set")
+        cid = _candidate(conn, candidate, line, baseline, ref)
         found = open_row(conn, line, channel)
         if found is not None:
             raise CanaryOpen(ref, found.id, found.candidate)
@@ -166,11 +169,23 @@ def canary_start(
             line, channel, RefKind.CANARY, Action.CANARY_START, baseline, cid, by=by, reason=logged
         )
         _evidence(conn, entry, report)
+        signed_rule(conn, entry, fraction, signing)
         started = as_canary(_row(conn, new_id))
     return dataclasses.replace(started, overridden=[c for c in report.checks if not c.ok])
 
 
 FORCED = "forced past a refusing gate"
+
+
+def _candidate(conn, candidate: str, line: str, baseline: str, ref: str) -> str:
+    """The set commit CANDIDATE names: of LINE, and not REF's holder BASELINE."""
+    cid = resolve(conn, candidate).id
+    row = rows.commit_row(conn, cid)
+    if row.line != line or row.kind != Kind.SET:
+        raise RevisionNotFound(candidate, f"not a set commit of line {line}")
+    if cid == baseline:
+        raise InvalidConfig(f"{cid[:12]} already holds {ref}; a canary needs another set")
+    return cid
 
 
 def _evidence(conn, entry: int, report: GateReport) -> None:
@@ -185,6 +200,14 @@ def _evidence(conn, entry: int, report: GateReport) -> None:
     conn.execute(update.values(contract=contract, evaluations=report.evaluations))
 
 
+def signed_rule(conn, entry: int, fraction: float, signing) -> None:
+    """The channel's signature rule at a canary's door (issue 35): a canary's start or stop
+    changes what the channel serves, so on a channel protected as signed it needs a signed
+    statement of exactly that (its action, fraction, candidate and baseline), checked and kept
+    beside its history ENTRY as a promote's is (`mint.signing.moves.settle`)."""
+    settle(conn, move_of(conn, entry), signing, fraction=fraction)
+
+
 def canary_stop(
     repo: Repo,
     ref: str,
@@ -192,9 +215,14 @@ def canary_stop(
     by: str,
     reason: str | None = None,
     outcome: str = CanaryOutcome.STOPPED,
+    sign: str | None = None,
+    password: str | None = None,
+    signature: str | None = None,
 ) -> Canary:
-    """Stop LINE@CHANNEL's open canary; OUTCOME says whether its candidate was promoted."""
+    """Stop LINE@CHANNEL's open canary; OUTCOME says whether its candidate was promoted. On a
+    channel protected as signed, signed as `canary_start` is."""
     line, channel = split_ref(ref)
+    signing = signing_of(sign, password, signature)
     check_text("reason", reason)
     try:
         outcome = CanaryOutcome(outcome)
@@ -202,17 +230,30 @@ def canary_stop(
         known = ", ".join(o.value for o in CanaryOutcome)
         raise InvalidConfig(f"a canary ends {known}, not {outcome!r}") from None
     with repo.db.write() as conn:
-        stopped = stop_open(conn, line, channel, by=by, outcome=outcome, reason=reason)
+        stopped = stop_open(
+            conn, line, channel, by=by, outcome=outcome, reason=reason, signing=signing
+        )
         if stopped is None:
             raise NoCanary(ref)
         return stopped
 
 
+IMPLIED = object()  # a canary stopped by a promote or rollback: the move's signature covers it
+
+
 def stop_open(
-    conn, line: str, channel: str, *, by: str, outcome: CanaryOutcome, reason: str | None
+    conn,
+    line: str,
+    channel: str,
+    *,
+    by: str,
+    outcome: CanaryOutcome,
+    reason: str | None,
+    signing=IMPLIED,
 ) -> Canary | None:
     """Stop LINE@CHANNEL's open canary in the caller's transaction (None: none was open),
-    with its `canary-stop` history row; a promote or a rollback calls it as it moves."""
+    with its `canary-stop` history row; a promote or a rollback calls it as it moves (its own
+    signature rule covers the stop), `canary_stop` with its SIGNING (the channel's rule)."""
     found = open_row(conn, line, channel)
     if found is None:
         return None
@@ -225,7 +266,7 @@ def stop_open(
     ).rowcount
     if done != 1:
         return None
-    RefsContainer(conn).log_event(
+    entry = RefsContainer(conn).log_event(
         line,
         channel,
         RefKind.CANARY,
@@ -235,6 +276,8 @@ def stop_open(
         by=by,
         reason=f"{outcome}: {reason}" if reason else str(outcome),
     )
+    if signing is not IMPLIED:
+        signed_rule(conn, entry, found.fraction, signing)
     return as_canary(_row(conn, found.id))
 
 

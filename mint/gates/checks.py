@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.commits.rows import members_of
 from mint.fleet.reads import served_minutes
 from mint.gates import evaluations as ev
 from mint.gates.contracts import get_row
@@ -119,10 +118,10 @@ def missing_evaluation(row) -> Check:
 
 
 def signature_check(conn, cid: str, keys: list[str]) -> Check:
-    """The row of a contract's `[signature]`: CID (a set: itself, else each member) signed by
-    a trusted key, one of KEYS if named, verified as `mint verify` does, in CONN."""
-    members = [(m.label, m.commit_id) for m in members_of(conn, cid)]
-    verdict = judge(lambda c: verify_in(conn, c, c[:12]), cid, members, keys)
+    """The row of a contract's `[signature]`: CID (a set: its own signature, and each
+    member's that it names) signed by a trusted key, one of KEYS if named, verified as `mint
+    verify` does, in CONN."""
+    verdict = judge(lambda c: verify_in(conn, c, c[:12]), cid, keys)
     return Check("signature", required(keys), verdict.why, verdict.ok)
 
 

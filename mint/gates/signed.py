@@ -3,17 +3,23 @@ and a channel's history with what each move's signature says (`mint.signing.move
 
 from __future__ import annotations
 
-from mint.gates import promotion
+from mint.gates import canary, promotion
 from mint.gates.history import history
 from mint.repo import Repo
 from mint.signing.moves import PLAN, MoveStatement, Planned, SignedMove, verify_moves
 
 
 def move_statement(repo: Repo, action: str, **move) -> MoveStatement | None:
-    """The statement the move ACTION (promote or rollback, with MOVE: that operation's
-    arguments) would be signed with, planned in a transaction that is rolled back, so that
-    nothing moves: what a registry's client signs. None when nothing would move."""
-    operation = {"promote": promotion.promote, "rollback": promotion.rollback}[action]
+    """The statement the move ACTION (promote, rollback, canary-start or canary-stop, with
+    MOVE: that operation's arguments) would be signed with, planned in a transaction that is
+    rolled back, so that nothing moves: what a registry's client signs. None when nothing
+    would move."""
+    operation = {
+        "promote": promotion.promote,
+        "rollback": promotion.rollback,
+        "canary-start": canary.canary_start,
+        "canary-stop": canary.canary_stop,
+    }[action]
     try:
         operation(repo, **move, signature=PLAN)
     except Planned as planned:

@@ -113,6 +113,7 @@ class CommitResult:
     parents: list[str]
     created: bool  # False when the content equalled the head and nothing was recorded
     bytes_written: int = 0
+    signed: int = 0  # signatures kept with the commit by this call (mint.signing.stored)
 
 
 @frozen

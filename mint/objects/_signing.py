@@ -18,6 +18,29 @@ class SigningKey:
     added_at: str
     added_by: str
     public_key: str = ""  # its PEM (public: a client verifies a folder with a registry's keys)
+    # What it may sign (mint.signing.trust), each None for no limit: purposes among commits,
+    # sets and moves; line globs; channel names.
+    purposes: list[str] | None = None
+    lines: list[str] | None = None
+    channels: list[str] | None = None
+
+
+@frozen
+class StoredSignature:
+    """A kept bundle that breaks the rules a bundle is kept by now (mint.signing.stored): an
+    older mint's, or one whose key was trusted after it was kept and that does not verify."""
+
+    commit: str
+    sha256: str  # the bundle's, as `commit_signatures` names it
+    why: str
+
+
+@frozen
+class SignaturePrune:
+    """What `signature prune` found, and whether it removed it (not on a dry run)."""
+
+    signatures: list[StoredSignature]
+    removed: bool
 
 
 @frozen

@@ -68,7 +68,7 @@ def commit(
         check_against_base(scanned.root, scanned.header, found.config, found.name)
         head, head_tree = b.line_head(line, Kind.ADAPTER)
         if signing:
-            scanned = signing.checked(scanned, cache, head)
+            scanned = signing.checked(scanned, cache, head, _trusted(b, signing))
         hashed, staged = b.stage_adapter(scanned, cache)
     new = build_commit(
         Kind.ADAPTER,
@@ -93,17 +93,22 @@ def _record(b: Backend, new, head, head_tree, staged, signing) -> CommitResult:
     (made first: a key that fails leaves nothing recorded)."""
     same = head_tree == new.tree
     bundles = signing.bundles(head if same else new.id, new.files) if signing else []
-    if same:
-        result = CommitResult(CommitId(head), new.line, [], created=False)
-    elif bundles and not b.is_remote:  # kept in the commit's own transaction
+    if not same:  # the bundles kept in the commit's own transaction (or none of it)
         return b.record(new, head, staged, signatures=bundles)
-    else:
-        result = b.record(new, head, staged)
+    result = CommitResult(CommitId(head), new.line, [], created=False)
     if bundles:  # mint.porcelain.signed is loaded by the commits that sign
         from mint.porcelain.signed import keep
 
-        keep(b, result.id, bundles)
+        result = dataclasses.replace(result, signed=keep(b, result.id, bundles))
     return result
+
+
+def _trusted(b: Backend, signing) -> dict:
+    """fingerprint -> (name, PEM) of every key B's repository trusts, when SIGNING kept a
+    folder's model.sig (checked against them before anything is stored); else {}."""
+    if signing.found is None:
+        return {}
+    return {k.fingerprint: (k.name, k.public_key.encode()) for k in b.key_ls()}
 
 
 def _signing(b: Backend, folder, key, password: str | None):
@@ -208,14 +213,12 @@ def set_commit(
         members=members,
     )
     if head_tree == new.tree:  # signed, the head is signed
-        result = CommitResult(head, mol.name, [], created=False)
-        keep(b, head, [set_signature(b, b.show(head), sign, sign_password)] if sign else [])
-        return result
-    # signed before it is recorded: a member not signed, or a key that fails, stores nothing
+        signed = [set_signature(b, b.show(head), sign, sign_password)] if sign else []
+        return CommitResult(head, mol.name, [], created=False, signed=keep(b, head, signed))
+    # signed before it is recorded, and kept in its transaction: a member not signed, a key
+    # that fails or a bundle refused stores nothing
     bundles = [set_signature(b, new, sign, sign_password)] if sign else []
-    result = b.record(new, head, b.stage_bytes(list(prompts.values())))
-    keep(b, result.id, bundles)
-    return result
+    return b.record(new, head, b.stage_bytes(list(prompts.values())), signatures=bundles)
 
 
 def _check_key(key, password: str | None) -> None:
@@ -268,8 +271,9 @@ def set_derive(
     existing = b.existing(detail.line, Kind.SET, _tree(detail, members))
     if existing is not None:
         signed = [set_signature(b, b.show(existing), sign, sign_password)] if sign else []
-        keep(b, existing, signed)
-        return CommitResult(existing, detail.line, [], created=False)
+        return CommitResult(
+            existing, detail.line, [], created=False, signed=keep(b, existing, signed)
+        )
     pins = {label: m.commit_id for label, m in new.items()}
     what = ", ".join(f"{label}={cid[:12]}" for label, cid in pins.items())
     derived = build_commit(
@@ -286,9 +290,7 @@ def set_derive(
         members=members,
     )
     bundles = [set_signature(b, derived, sign, sign_password)] if sign else []
-    result = b.record(derived, head, b.stage_bytes([]))
-    keep(b, result.id, bundles)
-    return result
+    return b.record(derived, head, b.stage_bytes([]), signatures=bundles)
 
 
 def derived_config(config: dict, pins: dict[str, str]) -> dict:

@@ -13,6 +13,7 @@ from mint.objects import Verification
 from mint.signing.commits import verify_folder_with
 from mint.signing.keys import fingerprint, parse_public
 from mint.signing.sets import member_signatures, sign_set
+from mint.signing.trust import COMMITS, SETS
 
 
 def set_signature(b: Backend, target, private_key, password: str | None) -> bytes:
@@ -24,11 +25,13 @@ def set_signature(b: Backend, target, private_key, password: str | None) -> byte
     return sign_set(target, files, chosen, private_key, password)
 
 
-def keep(b: Backend, commit: str, bundles: list[bytes]) -> None:
+def keep(b: Backend, commit: str, bundles: list[bytes]) -> int:
     """Keep BUNDLES with COMMIT: in the local database, or sent to the registry (which checks
-    them as it checks those a push brings)."""
-    if bundles:
-        b.attach_signatures(commit, [x.decode() for x in bundles])
+    them as it checks those a push brings). Returns how many were kept (none: each adds
+    nothing to what COMMIT carries)."""
+    if not bundles:
+        return 0
+    return b.attach_signatures(commit, [x.decode() for x in bundles])
 
 
 def verify_folder(
@@ -48,6 +51,8 @@ def trusted(b: Backend, key: str | None, public_key: str | None) -> dict:
         return {fingerprint(pem): ("", pem)}
     keys = {}
     for k in b.key_ls():
+        if k.purposes is not None and not {COMMITS, SETS} & set(k.purposes):
+            continue  # a key that signs moves only signs no folder (mint.signing.trust)
         pem = k.public_key.encode()
         if fingerprint(pem) != k.fingerprint:
             raise InvalidKey(k.name, "its public key does not match its fingerprint")

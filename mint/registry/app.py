@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from mint import __version__
 from mint.fleet.signals import DIVERGED_AFTER
 from mint.registry import (
+    auth,
     failures,
     fleet_watch,
     routes_blobs,
@@ -78,6 +79,7 @@ def create_app(
     failures.install(app)
     webhooks.install(app)  # delivers while the app runs (its lifespan)
     fleet_watch.install(app)  # fleet.diverged and fleet.converged events, while it runs
+    auth.install(app)  # watches for token revocations while the app runs
     routes_hf.install(app, hf_main, public_read)
     web.install(app)  # the pages at / (docs/web.md), outside /openapi.json
     app.add_middleware(BodyLimit, limits=app.state.limits)

@@ -2,14 +2,18 @@
 `protection`. Routes declare the role they need (`Reader`, `Writer`, …) and check lines and
 channel moves with the helpers here before calling the operation.
 
-A token is checked once per request, and a good one is remembered for TOKEN_TTL seconds
-(`TokenCache`, keyed by the token's sha256, never the secret), so that a push's requests do
-not each read the tokens table. A revoked token is therefore refused within TOKEN_TTL
-seconds by every replica (a revoke made through this process may `TokenCache.clear` it).
+A token is checked once per request, and a good one is remembered (`TokenCache`, keyed by
+the token's sha256, never the secret), so that a push's requests do not each read the tokens
+table: for TOKEN_TTL seconds at most, and only while the replica's watch of its database
+(`mint.registry.token_watch`) says nothing was revoked since it was read. A revoked token is
+therefore refused on its next request by every replica, whichever door revoked it (the
+repository's own CLI, this replica or another), and a replica that cannot watch believes no
+token from memory (issue 35).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -43,24 +47,30 @@ TOKEN_CACHE = 10_000  # tokens remembered at most (the least recently used go fi
 
 
 class TokenCache:
-    """Identities of tokens found good, by the sha256 of the token, for TTL seconds each; at
-    most SIZE of them. Unknown and revoked tokens are never remembered."""
+    """Identities of tokens found good, by the sha256 of the token, for TTL seconds each and
+    while WATCH's generation stays the one each was read under (`token_watch`); at most SIZE
+    of them. Unknown and revoked tokens are never remembered."""
 
-    def __init__(self, ttl: float = TOKEN_TTL, size: int = TOKEN_CACHE):
+    def __init__(self, watch, ttl: float = TOKEN_TTL, size: int = TOKEN_CACHE):
+        """WATCH: a `token_watch` watch, or a function of this cache that makes one."""
+        self.watch = watch(self) if callable(watch) else watch
         self.ttl, self.size = ttl, size
-        self._found: OrderedDict[str, tuple[float, Identity]] = OrderedDict()
+        self._found: OrderedDict[str, tuple[int, float, Identity]] = OrderedDict()
         self._lock = threading.Lock()
 
     def fresh(self, secret: str | None) -> Identity | None:
-        """SECRET's identity if it is remembered and fresh, else None (reads no database)."""
+        """SECRET's identity if it is remembered and fresh, else None (reads no table)."""
         if not secret:
             return None
-        key = token_hash(secret)
+        key, generation = token_hash(secret), self.watch.generation()
         with self._lock:
             found = self._found.get(key)
-            if found is not None and time.monotonic() - found[0] < self.ttl:
+            if found is None or generation is None:
+                return None
+            if found[0] == generation and time.monotonic() - found[1] < self.ttl:
                 self._found.move_to_end(key)
-                return found[1]
+                return found[2]
+            del self._found[key]
         return None
 
     def identity(self, repo: Repo, secret: str | None) -> Identity:
@@ -68,10 +78,13 @@ class TokenCache:
         who = self.fresh(secret)
         if who is not None or not secret:  # no secret: authenticate refuses it
             return who if who is not None else authenticate(repo, secret)
-        key, now = token_hash(secret), time.monotonic()
+        # the generation first: a revocation committed while the table is read changes it
+        key, generation, now = token_hash(secret), self.watch.generation(), time.monotonic()
         who = authenticate(repo, secret)
+        if generation is None:  # not watching: nothing is believed from memory
+            return who
         with self._lock:
-            self._found[key] = (now, who)
+            self._found[key] = (generation, now, who)
             self._found.move_to_end(key)
             while len(self._found) > self.size:
                 self._found.popitem(last=False)
@@ -87,14 +100,37 @@ class TokenCache:
 
 
 def token_cache(app) -> TokenCache:
-    """The application's token cache, made on first use."""
+    """The application's token cache, made on first use (or when the app starts: `install`),
+    over a watch of its repository's database."""
     cache = getattr(app.state, "token_cache", None)
     if cache is None:
+        from mint.registry.token_watch import watch_for
+
         with _made:
             cache = getattr(app.state, "token_cache", None)
             if cache is None:
-                cache = app.state.token_cache = TokenCache()
+                repo = app.state.repo
+                cache = TokenCache(lambda owner: watch_for(repo, owner))
+                app.state.token_cache = cache
     return cache
+
+
+def install(app) -> None:
+    """Watch for revocations while the app runs (its lifespan): from its start, so that the
+    first requests already find it listening, and closed when it stops."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(application):
+        cache = token_cache(application)
+        try:
+            async with inner(application) as state:
+                yield state
+        finally:
+            cache.watch.close()
+            application.state.token_cache = None
+
+    app.router.lifespan_context = lifespan
 
 
 _made = threading.Lock()

@@ -99,6 +99,7 @@ class ProtectBody(Body):
     channel: Name
     role: Name = "maintainer"
     signed: bool = False  # every move needs a signed statement by a trusted key
+    keys: Annotated[list[Name], Field(max_length=100)] | None = None  # only these keys sign
 
 
 class WebhookBody(Body):
@@ -183,6 +184,7 @@ class Imported(BaseModel):
     present: list[str]
     heads: list[HeadResult] = []
     tags: list[TagResult] = []
+    signatures: int = 0  # bundles kept with commits (each was checked: mint.signing.stored)
 
 
 class Resolved(BaseModel):

@@ -19,6 +19,7 @@ from mint.registry.models import Body, Name, Rev, Text
 from mint.registry.render import MintJSON, answer
 from mint.registry.schemas import ERROR_RESPONSES, model_of
 from mint.repo import Repo
+from mint.signing.moves import MoveStatement
 from mint.team.tokens import Identity
 
 router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["canaries"])
@@ -33,12 +34,14 @@ class CanaryStartBody(Body):
     reason: Text | None = None
     contract: Name | None = None  # also apply this contract, as promote's does
     force: bool = False  # past a refusing gate (needs a reason; admin on a protected channel)
+    signature: Text | None = None  # a signed statement of the start's, made by the client
 
 
 class CanaryStopBody(Body):
     ref: Rev  # LINE@CHANNEL
     reason: Text | None = None
     outcome: CanaryOutcome = CanaryOutcome.STOPPED
+    signature: Text | None = None  # a signed statement of the stop's, made by the client
 
 
 def check_channel(repo: Repo, who: Identity, ref: str, *, force: bool = False) -> None:
@@ -68,23 +71,49 @@ def canary_status(
 
 @router.post("/canary/start", response_model=model_of(objects.Canary))
 def canary_start(repo: RepoDep, who: Writer, body: CanaryStartBody) -> MintJSON:
+    """Start a canary; on a channel protected as signed, with the signed statement of this
+    start (`POST /canary/start/statement` plans it)."""
     check_channel(repo, who, body.ref, force=body.force)
     check_rev(repo, who, body.candidate)
-    canary = api.canary_start(
-        repo,
-        body.ref,
-        body.candidate,
-        body.fraction,
+    return answer(api.canary_start(repo, **_start_args(body, who), signature=body.signature))
+
+
+def _start_args(body: CanaryStartBody, who: Identity) -> dict:
+    return dict(
+        ref=body.ref,
+        candidate=body.candidate,
+        fraction=body.fraction,
         by=who.name,
         reason=body.reason,
         contract=body.contract,
         force=body.force,
     )
-    return answer(canary)
 
 
 @router.post("/canary/stop", response_model=model_of(objects.Canary))
 def canary_stop(repo: RepoDep, who: Writer, body: CanaryStopBody) -> MintJSON:
     check_channel(repo, who, body.ref)
-    canary = api.canary_stop(repo, body.ref, by=who.name, reason=body.reason, outcome=body.outcome)
-    return answer(canary)
+    stop = dict(by=who.name, reason=body.reason, outcome=body.outcome)
+    return answer(api.canary_stop(repo, body.ref, **stop, signature=body.signature))
+
+
+# The statement a canary's start or stop would be signed with (nothing changes): a client
+# signs it with its key, which never leaves it, as it signs a promote's.
+
+
+@router.post("/canary/start/statement", response_model=model_of(MoveStatement) | None)
+def canary_start_statement(repo: RepoDep, who: Writer, body: CanaryStartBody) -> MintJSON:
+    from mint.gates.signed import move_statement
+
+    check_channel(repo, who, body.ref, force=body.force)
+    check_rev(repo, who, body.candidate)
+    return answer(move_statement(repo, "canary-start", **_start_args(body, who)))
+
+
+@router.post("/canary/stop/statement", response_model=model_of(MoveStatement) | None)
+def canary_stop_statement(repo: RepoDep, who: Writer, body: CanaryStopBody) -> MintJSON:
+    from mint.gates.signed import move_statement
+
+    check_channel(repo, who, body.ref)
+    stop = dict(ref=body.ref, by=who.name, reason=body.reason, outcome=body.outcome)
+    return answer(move_statement(repo, "canary-stop", **stop))

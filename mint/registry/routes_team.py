@@ -79,7 +79,10 @@ def token_revoke(request: Request, repo: RepoDep, who: RepoAdmin, name: Name) ->
 
 @router.post("/protected", response_model=model_of(ProtectedChannel))
 def protect(repo: RepoDep, who: RepoAdmin, body: ProtectBody) -> MintJSON:
-    return answer(api.protect(repo, body.channel, body.role, by=who.name, signed=body.signed))
+    protected = api.protect(
+        repo, body.channel, body.role, by=who.name, signed=body.signed, keys=body.keys
+    )
+    return answer(protected)
 
 
 @router.get("/protected", response_model=list_of(ProtectedChannel))

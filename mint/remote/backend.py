@@ -102,10 +102,13 @@ class RemoteBackend:
 
     # -- writes --------------------------------------------------------------------------
 
-    def record(self, new: NewCommit, head: str | None, staged) -> CommitResult:
+    def record(
+        self, new: NewCommit, head: str | None, staged, signatures: list[bytes] = ()
+    ) -> CommitResult:
         """Send the blobs the registry lacks (which, then one pack), then the commit (whose id
-        the registry recomputes) with its head's move from HEAD, by compare-and-swap in the
-        transaction that stores it: three requests."""
+        the registry recomputes) with its head's move from HEAD, by compare-and-swap, and its
+        SIGNATURES (bundles made here), all in the transaction that stores it: three
+        requests."""
         from mint.errors import RefConflict
         from mint.remote.transfer_client import post_objects
         from mint.transfer import HeadMove
@@ -113,11 +116,13 @@ class RemoteBackend:
 
         sent = staged.store()
         payload = {"bases": [], "commits": [commit_wire(new)], "evaluations": []}
+        payload["signatures"] = [{"commit": new.id, "bundle": b.decode()} for b in signatures]
         moved = post_objects(self.remote, payload, heads=[HeadMove(new.line, head, new.id)])
         for m in moved["heads"]:
             if m["result"] != "moved":
                 raise RefConflict(f"line {new.line}", head, m["head"])
-        return CommitResult(new.id, new.line, new.parents, created=True, bytes_written=sent)
+        signed = moved.get("signatures", 0)
+        return CommitResult(new.id, new.line, new.parents, True, sent, signed)
 
     def take_back(self, recorded: list[tuple[str, str | None, str]]) -> None:
         """Nothing: a registry moves heads forward only and deletes no commit, so commits

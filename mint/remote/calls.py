@@ -39,7 +39,15 @@ from mint.remote.reads import (
 )
 from mint.remote.repo import RemoteRepo
 from mint.remote.signed_moves import history_verify, signed_move
-from mint.remote.signing_ops import attach_signatures, key_add, key_ls, key_rm, verify
+from mint.remote.signing_ops import (
+    attach_signatures,
+    key_add,
+    key_limit,
+    key_ls,
+    key_rm,
+    signature_prune,
+    verify,
+)
 from mint.remote.team_ops import (
     protect,
     protected_ls,
@@ -112,8 +120,10 @@ __all__ = [
     "webhook_rm",
     "write_traces",
     "key_add",
+    "key_limit",
     "key_ls",
     "key_rm",
+    "signature_prune",
     "verify",
 ]
 

@@ -10,6 +10,7 @@ from mint.errors import ForceNeedsReason
 from mint.ids import CanaryOutcome
 from mint.objects import Canary, CanaryStatus
 from mint.remote.repo import RemoteRepo
+from mint.remote.signed_moves import signed_move
 from mint.wire import decode
 
 
@@ -32,10 +33,13 @@ def canary_start(
     reason: str | None = None,
     contract: str | None = None,
     force: bool = False,
+    sign: str | None = None,
+    password: str | None = None,
 ) -> Canary:
     """Serve CANDIDATE to FRACTION of LINE@CHANNEL's requests, beside the channel's holder,
     if the registry's gate for the channel passes (or with FORCE and a REASON; forcing a
-    protected channel needs admin)."""
+    protected channel needs admin). With SIGN, signed here with that private key (which is
+    never sent: `mint.remote.signed_moves`)."""
     from mint.gates.canary import check_fraction  # the same words as locally, before sending
 
     fraction = check_fraction(fraction)
@@ -44,6 +48,9 @@ def canary_start(
     body = {"ref": ref, "candidate": candidate, "fraction": fraction, "reason": reason}
     if contract is not None or force:  # sent only when given: an older registry takes the rest
         body |= {"contract": contract, "force": force}
+    if sign is not None:
+        channel = ref.partition("@")[2]
+        return signed_move(repo, "/canary/start", body, channel, sign, password, Canary)
     return decode(Canary, repo.client.post("/canary/start", body))
 
 
@@ -54,9 +61,15 @@ def canary_stop(
     by: str,
     reason: str | None = None,
     outcome: str = CanaryOutcome.STOPPED,
+    sign: str | None = None,
+    password: str | None = None,
 ) -> Canary:
-    """Stop LINE@CHANNEL's open canary; OUTCOME says whether its candidate was promoted."""
+    """Stop LINE@CHANNEL's open canary; OUTCOME says whether its candidate was promoted.
+    With SIGN, signed here as `canary_start` is."""
     body = {"ref": ref, "reason": reason, "outcome": str(outcome)}
+    if sign is not None:
+        channel = ref.partition("@")[2]
+        return signed_move(repo, "/canary/stop", body, channel, sign, password, Canary)
     return decode(Canary, repo.client.post("/canary/stop", body))
 
 

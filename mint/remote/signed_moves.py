@@ -20,21 +20,30 @@ ATTEMPTS = 3
 
 
 def signed_move(
-    repo: RemoteRepo, path: str, body: dict, channel: str, sign, password: str | None
-) -> Move:
-    """The move PATH (/promote or /rollback) with BODY, signed here with the key in file
-    SIGN (PASSWORD) over the statement the registry plans for it."""
+    repo: RemoteRepo,
+    path: str,
+    body: dict,
+    channel: str,
+    sign,
+    password: str | None,
+    result: type = Move,
+):
+    """The move PATH (/promote, /rollback, /canary/start or /canary/stop) with BODY, signed
+    here with the key in file SIGN (PASSWORD) over the statement the registry plans for it;
+    its answer as a RESULT."""
     key = load_private_key(sign, password)  # a wrong key fails before any request
+    rev = body.get("rev") or body.get("to") or body.get("candidate")
     for attempt in range(ATTEMPTS):
         planned = repo.client.post(f"{path}/statement", body)
         if planned is None:  # nothing would move: the channel holds it already
-            return decode(Move, repo.client.post(path, body))
+            return decode(result, repo.client.post(path, body))
         statement = decode(MoveStatement, planned)
-        if not _asked(statement, path, channel, body.get("rev") or body.get("to")):
+        if not _asked(statement, path, channel, rev, body.get("fraction")):
             raise InvalidObject("the registry planned another move than the one asked for")
         bundle = sign_statement(statement, key)
         try:
-            return decode(Move, repo.client.post(path, {**body, "signature": bundle.decode()}))
+            signed = {**body, "signature": bundle.decode()}
+            return decode(result, repo.client.post(path, signed))
         except MoveStatementMismatch as exc:  # moved since it was planned: plan, sign again
             if not any(f"it names {word} " in str(exc) for word in _RACING):
                 raise  # another line, channel, commit or actor: no race, and no retry
@@ -51,15 +60,22 @@ RACED = "the channel moved while this move was being signed"
 _RACING = ("history entry", "from commit", "contract", "evaluations")
 
 
-_ACTIONS = {"/promote": ("promote", "force"), "/rollback": ("rollback",)}
+_ACTIONS = {
+    "/promote": ("promote", "force"),
+    "/rollback": ("rollback",),
+    "/canary/start": ("canary-start",),
+    "/canary/stop": ("canary-stop",),
+}
 _HEX = frozenset("0123456789abcdef")
 
 
-def _asked(st: MoveStatement, path: str, channel: str, rev: str | None) -> bool:
+def _asked(st: MoveStatement, path: str, channel: str, rev: str | None, fraction=None) -> bool:
     """Whether the planned statement ST is the move asked for, as far as this client can
-    tell: its channel and action, and the commit it moves to when REV is a commit id (or a
-    prefix of one). What this client signs, it checked."""
+    tell: its channel and action, a canary's FRACTION, and the commit it moves to when REV is
+    a commit id (or a prefix of one). What this client signs, it checked."""
     if st.channel != channel or st.action not in _ACTIONS[path]:
+        return False
+    if fraction is not None and st.fraction != fraction:
         return False
     if rev and len(rev) >= 7 and set(rev) <= _HEX:
         return (st.to or "").startswith(rev)

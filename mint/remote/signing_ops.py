@@ -7,17 +7,41 @@ travels.
 
 from __future__ import annotations
 
-from mint.objects import SigningKey, Verification
+from mint.objects import SignaturePrune, SigningKey, Verification
 from mint.remote.http import segment
 from mint.remote.repo import RemoteRepo
 from mint.signing.keys import parse_public
 from mint.wire import decode, decode_list
 
 
-def key_add(repo: RemoteRepo, name: str, public_key: str, *, by: str) -> SigningKey:
-    """Trust PUBLIC_KEY (PEM) on the registry under NAME (an admin's)."""
+def key_add(
+    repo: RemoteRepo,
+    name: str,
+    public_key: str,
+    *,
+    by: str,
+    purposes=None,
+    lines: list[str] | None = None,
+    channels: list[str] | None = None,
+) -> SigningKey:
+    """Trust PUBLIC_KEY (PEM) on the registry under NAME (an admin's), to sign PURPOSES, on
+    LINES, of CHANNELS (each None: no limit)."""
     pem = parse_public(public_key).decode()
-    return decode(SigningKey, repo.client.post("/keys", {"name": name, "public_key": pem}))
+    body = {"name": name, "public_key": pem, **_limits(purposes, lines, channels)}
+    return decode(SigningKey, repo.client.post("/keys", body))
+
+
+def key_limit(repo: RemoteRepo, name: str, *, purposes=None, lines=None, channels=None):
+    """Limit what the registry's key NAME may sign (an admin's)."""
+    body = _limits(purposes, lines, channels)
+    return decode(SigningKey, repo.client.post(f"/keys/{segment(name)}/limits", body))
+
+
+def _limits(purposes, lines, channels) -> dict:
+    """The limits as the registry takes them (checked here first: one line, no request)."""
+    from mint.signing.trust import check_limits
+
+    return check_limits(purposes, lines, channels)
 
 
 def key_ls(repo: RemoteRepo) -> list[SigningKey]:
@@ -30,13 +54,20 @@ def key_rm(repo: RemoteRepo, name: str) -> SigningKey:
     return decode(SigningKey, repo.client.delete(f"/keys/{segment(name)}"))
 
 
-def attach_signatures(repo: RemoteRepo, commit: str, bundles: list[str]) -> None:
+def attach_signatures(repo: RemoteRepo, commit: str, bundles: list[str]) -> int:
     """Send BUNDLES, made on this machine, to be kept with COMMIT on the registry, which
-    checks them as those a push brings (POST /objects: a writer's, on lines it may push)."""
+    checks them as those a push brings (POST /objects: a writer's, on lines it may push).
+    Returns how many it kept."""
     from mint.remote.transfer_client import post_objects
 
     signatures = [{"commit": commit, "bundle": b} for b in bundles]
-    post_objects(repo, {"bases": [], "commits": [], "evaluations": [], "signatures": signatures})
+    empty = {"bases": [], "commits": [], "evaluations": []}
+    return post_objects(repo, {**empty, "signatures": signatures}).get("signatures", 0)
+
+
+def signature_prune(repo: RemoteRepo, *, dry_run: bool = False) -> SignaturePrune:
+    """Remove the registry's kept bundles that break its rules (an admin's)."""
+    return decode(SignaturePrune, repo.client.post("/signatures/prune", {"dry_run": dry_run}))
 
 
 def verify(

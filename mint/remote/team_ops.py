@@ -37,13 +37,21 @@ def token_revoke(repo: RemoteRepo, name: str) -> TokenInfo:
 
 
 def protect(
-    repo: RemoteRepo, channel: str, role: str = "maintainer", *, by: str, signed: bool = False
+    repo: RemoteRepo,
+    channel: str,
+    role: str = "maintainer",
+    *,
+    by: str,
+    signed: bool = False,
+    keys: list[str] | None = None,
 ) -> ProtectedChannel:
     """Moving CHANNEL (on every line) on the registry now needs ROLE (and with SIGNED, a
-    signature by one of the registry's trusted keys)."""
-    body = {"channel": channel, "role": role}
+    signature by one of the registry's trusted keys: one of KEYS, if named)."""
+    body: dict = {"channel": channel, "role": role}
     if signed:  # sent only when asked: a registry that predates it still takes the rest
         body["signed"] = True
+    if keys:
+        body["keys"] = list(keys)
     return decode(ProtectedChannel, repo.client.post("/protected", body))
 
 

@@ -185,9 +185,11 @@ def post_objects(
             batch, size = [], 0
         batch, size = batch + [c], size + n
     batches.append(batch)
+    signatures = _with_their_commits(payload.get("signatures", []), batches)
     moves = [{"line": m.line, "old": m.old, "new": m.new, "force": m.force} for m in heads or []]
     made = [{"tag": ref, "rev": target, "message": message} for ref, target, message in tags or []]
     stored: list[str] = []
+    kept = 0
     answer: dict = {"stored": [], "present": [], "heads": [], "tags": []}
     for i, commits in enumerate(batches):
         last = i == len(batches) - 1
@@ -195,14 +197,27 @@ def post_objects(
             "bases": payload["bases"] if i == 0 else [],
             "commits": commits,
             "evaluations": payload["evaluations"] if last else [],
-            "signatures": payload.get("signatures", []) if last else [],
+            "signatures": signatures[i],
             "heads": moves if last else [],
             "tags": made if last else [],
         }
         if any(body.values()):
             answer = remote.client.post("/objects", body)
             stored += answer["stored"]
-    return {**answer, "stored": stored}
+            kept += answer.get("signatures", 0)
+    return {**answer, "stored": stored, "signatures": kept}
+
+
+def _with_their_commits(signatures: list[dict], batches: list[list[dict]]) -> list[list[dict]]:
+    """SIGNATURES split by the request (one a batch of BATCHES) that carries each one's
+    commit, which records it in the transaction that keeps its bundles (a registry keeps a
+    bundle by a key it does not trust only with a commit it records); those of commits the
+    registry holds already (a set's members, which its bundle names) go with the first."""
+    at = {c["id"]: i for i, commits in enumerate(batches) for c in commits if isinstance(c, dict)}
+    out: list[list[dict]] = [[] for _ in batches]
+    for sig in signatures:
+        out[at.get(sig.get("commit"), 0)].append(sig)
+    return out
 
 
 def _tips(repo: Repo, specs: list[str]) -> _Tips:

@@ -45,6 +45,9 @@ protected_channels = sa.Table(
     sa.Column("created_by", sa.String(200), nullable=False),
     # Every move of the channel needs a signed statement by a trusted key (mint.signing.moves).
     sa.Column("signed", sa.Boolean, nullable=False, server_default=sa.false()),
+    # The trusted keys (names) whose signatures a signed channel's moves take; null: any
+    # trusted key that may sign moves of it (issue 35).
+    sa.Column("signed_by", sa.JSON, nullable=True),
 )
 
 

@@ -18,6 +18,11 @@ signing_keys = sa.Table(
     sa.Column("public_pem", sa.Text, nullable=False),
     sa.Column("added_at", TS, nullable=False),
     sa.Column("added_by", sa.String(200), nullable=False),
+    # What the key may sign (issue 35; mint.signing.trust): purposes among commits, sets and
+    # moves, line globs, channel names; null: no limit (every key added before was so).
+    sa.Column("purposes", sa.JSON, nullable=True),
+    sa.Column("lines", sa.JSON, nullable=True),
+    sa.Column("channels", sa.JSON, nullable=True),
 )
 
 

@@ -35,7 +35,9 @@ PREDICATE_TYPE = "https://model_signing/signature/v1.0"
 # What `model_signing sign DIR --signature DIR/model.sig` ignores (it lists them in set order;
 # a verifier reads them as a set), sorted so that a bundle's bytes do not depend on a hash seed.
 IGNORED = sorted([SIGNATURE_FILE, ".git", ".gitattributes", ".github", ".gitignore"])
-MAX_BUNDLE = 1024 * 1024
+# A bundle's size, at most: a key's bundle of a commit of about a thousand files. Its fields are
+# checked exactly (`parse`), so what makes one large is the files it lists.
+MAX_BUNDLE = 256 * 1024
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -179,108 +181,176 @@ def read_bundle(path: Path) -> bytes:
         return f.read(MAX_BUNDLE + 1)
 
 
+@dataclass(frozen=True)
+class Parsed:
+    """A bundle whose shape was checked (`parse`): what its statement says, and what its
+    one signature signs."""
+
+    statement: Statement
+    payload: bytes
+    signature: bytes
+
+
 def read(bundle: bytes, where: str = SIGNATURE_FILE) -> Statement:
-    """What BUNDLE states, its shape checked as model_signing's verifier reads it (its
-    signature is not checked here: `verify_with` does that)."""
+    """What BUNDLE states, its shape checked strictly (`parse`; its signature is not checked
+    here: `verify_with` does that)."""
+    return parse(bundle, where).statement
+
+
+def parse(bundle: bytes, where: str = SIGNATURE_FILE) -> Parsed:
+    """BUNDLE read with the one strict check of its shape that storing a bundle and verifying
+    one both use: at most MAX_BUNDLE bytes; exactly the fields model_signing's key signer
+    writes (no other field at any level, so that nothing rides along unsigned); one DSSE
+    signature; one subject; resources by file with sha256, each path once; a key hint, when
+    present, a sha256. InvalidSignature, in one line, for anything else."""
     if len(bundle) > MAX_BUNDLE:
         raise InvalidSignature(where, f"larger than {MAX_BUNDLE} bytes")
     try:
         outer = json.loads(bundle.decode("utf-8"))  # UTF-8 only: it is kept as text
-        env = outer["dsseEnvelope"]
-        if outer["mediaType"] != MEDIA_TYPE or env["payloadType"] != PAYLOAD_TYPE:
-            raise ValueError("not a model-signing bundle (media or payload type)")
-        statement = json.loads(base64.b64decode(env["payload"], validate=True))
-        hint = (outer["verificationMaterial"].get("publicKey") or {}).get("hint")
-        return _statement(statement, hint)
-    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
-        why = str(exc) if isinstance(exc, ValueError) else "not a model-signing bundle"
+        (payload, signature), hint = _envelope(outer)
+        st = json.loads(payload.decode("utf-8"))
+        return Parsed(_statement(st, hint), payload, signature)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, binascii.Error) as exc:
+        why = str(exc) if type(exc) is ValueError else "not a model-signing bundle"
         raise InvalidSignature(where, why.splitlines()[0][:200]) from None
 
 
-def _statement(st: dict, hint: object) -> Statement:
+def _fields(value: object, required: set[str], optional: frozenset = frozenset()) -> dict:
+    """VALUE, an object with every field of REQUIRED and none but those and OPTIONAL."""
+    if not isinstance(value, dict):
+        raise TypeError("not an object")
+    keys = set(value)
+    if not required <= keys or not keys <= required | optional:
+        extra = sorted(keys - required - optional)
+        raise ValueError(f"a field a model-signing bundle does not have: {extra[:3] or 'none'}")
+    return value
+
+
+def _envelope(outer: object) -> tuple[tuple[bytes, bytes], str | None]:
+    _fields(outer, {"mediaType", "verificationMaterial", "dsseEnvelope"})
+    if outer["mediaType"] != MEDIA_TYPE:
+        raise ValueError(f"not a {MEDIA_TYPE}")
+    material = _fields(outer["verificationMaterial"], set(), _MATERIAL)
+    if material.get("tlogEntries", []) != []:
+        raise ValueError("it carries transparency log entries, which a key's bundle has none of")
+    hint = _fields(material.get("publicKey", {}), set(), _PUBLIC_KEY).get("hint")
+    if hint is not None and not (isinstance(hint, str) and _HEX64.match(hint)):
+        raise ValueError("its key hint is not a sha256")
+    env = _fields(outer["dsseEnvelope"], {"payload", "payloadType", "signatures"})
+    if env["payloadType"] != PAYLOAD_TYPE:
+        raise ValueError(f"its payload is not {PAYLOAD_TYPE}")
+    if not isinstance(env["signatures"], list) or len(env["signatures"]) != 1:
+        raise ValueError("it does not carry exactly one signature")
+    one = _fields(env["signatures"][0], {"sig"}, _SIGNATURE)
+    if not isinstance(one.get("keyid", ""), str) or len(one.get("keyid", "")) > 256:
+        raise ValueError("its signature's keyid is not a short string")
+    signature = base64.b64decode(one["sig"], validate=True)
+    if not 0 < len(signature) <= MAX_SIGNATURE:
+        raise ValueError("its signature is not an ECDSA signature")
+    return (base64.b64decode(env["payload"], validate=True), signature), hint or None
+
+
+_MATERIAL = frozenset({"publicKey", "tlogEntries"})
+_PUBLIC_KEY = frozenset({"hint"})
+_SIGNATURE = frozenset({"keyid"})
+MAX_SIGNATURE = 160  # bytes: a DER ECDSA signature on P-521, the largest curve, is at most 139
+MAX_NAME = 1000  # characters of a subject's name or a path model_signing ignores
+MAX_IGNORED = 64  # paths a statement may say it ignored
+
+
+def _statement(st: object, hint: str | None) -> Statement:
+    _fields(st, {"_type", "subject", "predicateType", "predicate"})
     if st["_type"] != STATEMENT_TYPE or st["predicateType"] != PREDICATE_TYPE:
         raise ValueError(f"not a {PREDICATE_TYPE} statement")
-    predicate, (subject,) = st["predicate"], st["subject"]
-    ser = predicate["serialization"]
+    if not isinstance(st["subject"], list) or len(st["subject"]) != 1:
+        raise ValueError("it does not have exactly one subject")
+    subject = st["subject"][0]
+    _fields(subject, {"name", "digest"})
+    digest = _fields(subject["digest"], {"sha256"})["sha256"]
+    if not isinstance(subject["name"], str) or len(subject["name"]) > MAX_NAME:
+        raise ValueError("its subject's name is not a short string")
+    predicate = _fields(st["predicate"], {"serialization", "resources"}, frozenset({"mint"}))
+    ser = _fields(predicate["serialization"], _SERIALIZATION, frozenset({"ignore_paths"}))
     if ser["method"] != "files" or ser["hash_type"] != "sha256":
         raise ValueError("mint reads bundles serialized by file with sha256")
+    if not isinstance(ser["allow_symlinks"], bool):
+        raise ValueError("its serialization is not model_signing's")
+    ignored = ser.get("ignore_paths", [])
+    if not isinstance(ignored, list) or len(ignored) > MAX_IGNORED:
+        raise ValueError("its ignored paths are not a short list")
+    if not all(isinstance(p, str) and len(p) <= MAX_NAME for p in ignored):
+        raise ValueError("its ignored paths are not short strings")
     files, root = {}, hashlib.sha256()
     for r in predicate["resources"]:
-        if r["algorithm"] != "sha256" or not _HEX64.match(r["digest"]):
-            raise ValueError(f"resource {r['name']!r} has no sha256 digest")
-        files[str(r["name"])] = r["digest"]
+        _fields(r, {"name", "algorithm", "digest"})
+        if not isinstance(r["name"], str) or not r["name"] or r["name"] in files:
+            raise ValueError(f"resource {str(r['name'])[:100]!r} is named twice, or not at all")
+        if r["algorithm"] != "sha256" or not isinstance(r["digest"], str):
+            raise ValueError(f"resource {r['name'][:100]!r} has no sha256 digest")
+        if not _HEX64.match(r["digest"]):
+            raise ValueError(f"resource {r['name'][:100]!r} has no sha256 digest")
+        files[r["name"]] = r["digest"]
         root.update(bytes.fromhex(r["digest"]))
-    if root.hexdigest() != subject["digest"]["sha256"]:
+    if root.hexdigest() != digest:
         raise ValueError("its resources do not hash to its subject's digest")
-    commit = (predicate.get("mint") or {}).get("commit")
-    hint = hint if isinstance(hint, str) and _HEX64.match(hint) else None
-    return Statement(files, [str(p) for p in ser.get("ignore_paths", [])], commit, hint)
+    commit = None
+    if "mint" in predicate:
+        commit = _fields(predicate["mint"], {"commit"})["commit"]
+        if not (isinstance(commit, str) and _HEX64.match(commit)):
+            raise ValueError("the commit it names is not a commit id")
+    return Statement(files, list(ignored), commit, hint)
+
+
+_SERIALIZATION = {"method", "hash_type", "allow_symlinks"}
 
 
 def verify_with(bundle: bytes, public_pem: bytes, scratch: Path | None = None) -> dict[str, str]:
     """The files (path -> sha256) BUNDLE signs, if its signature verifies with the public key
     PUBLIC_PEM; ValueError if not. What model_signing's key verifier checks, with cryptography
-    alone: the bundle's shape and media type, that the key it names (`publicKey.hint`, if any)
-    is this one, the envelope's first signature over the PAE of its payload (or the encoding
-    model_signing 0.2 signed), the payload's type, the statement's type and predicate type,
-    one subject, the serialization, and that the resources hash to the subject's digest.
-    SCRATCH is not used (model_signing's verifier read files; this reads none)."""
+    alone: the bundle's shape (`parse`, the same strict check as when it is stored), that the
+    key it names (`publicKey.hint`, if any) is this one, the envelope's signature over the PAE
+    of its payload (or the encoding model_signing 0.2 signed), and that the resources hash to
+    the subject's digest. SCRATCH is not used (model_signing's verifier read files; this reads
+    none)."""
+    try:
+        parsed = parse(bundle)
+    except InvalidSignature as exc:
+        raise ValueError(exc.why) from None
+    return verify_parsed(parsed, public_pem)
+
+
+def verify_parsed(parsed: Parsed, public_pem: bytes) -> dict[str, str]:
+    """`verify_with` of a bundle parsed already."""
     from cryptography.exceptions import InvalidSignature as BadSignature
     from cryptography.hazmat.primitives.asymmetric import ec
 
     from mint.signing.keys import CURVES, crypto, fingerprint
 
     serialization, _ = crypto()
-    signed, hint = envelope(bundle)
+    hint = parsed.statement.hint
     if hint is not None and hint != fingerprint(public_pem):
         raise ValueError("the key the signature names is not this key")
     key = serialization.load_pem_public_key(public_pem)
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
         raise ValueError("not an elliptic-curve public key model_signing takes")
-    payload, signature = signed
     algorithm = ec.ECDSA(hash_for(key))
     try:
-        key.verify(signature, pae(payload), algorithm)
+        key.verify(parsed.signature, pae(parsed.payload), algorithm)
     except BadSignature:
         try:
-            key.verify(signature, _pae_compat(payload), algorithm)
+            key.verify(parsed.signature, _pae_compat(parsed.payload), algorithm)
         except BadSignature:
             raise ValueError("the signature does not verify") from None
-    try:
-        st = json.loads(payload)
-        if st["_type"] != STATEMENT_TYPE:
-            raise ValueError(f"not an in-toto {STATEMENT_TYPE} payload")
-        ser = st["predicate"]["serialization"]
-        if not isinstance(ser["allow_symlinks"], bool):
-            raise ValueError("its serialization is not model_signing's")
-        return _statement(st, None).files
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError("its payload is not a model-signing statement") from exc
+    return parsed.statement.files
 
 
 def envelope(bundle: bytes) -> tuple[tuple[bytes, bytes], str | None]:
-    """((payload, first signature), key hint) of BUNDLE, its shape checked as model_signing
-    reads a bundle (no field it does not know; an in-toto payload)."""
+    """((payload, its one signature), key hint) of BUNDLE, its outer shape checked as `parse`
+    checks it (a signed move's bundle: `mint.signing.moves`)."""
     try:
-        outer = json.loads(bundle.decode("utf-8"))
-        if not set(outer) <= {"mediaType", "verificationMaterial", "dsseEnvelope"}:
-            raise ValueError("a field a Sigstore bundle does not have")
-        if outer["mediaType"] != MEDIA_TYPE:
-            raise ValueError(f"not a {MEDIA_TYPE}")
-        env = outer["dsseEnvelope"]
-        if set(env) != {"payload", "payloadType", "signatures"}:
-            raise ValueError("not a DSSE envelope")
-        if env["payloadType"] != PAYLOAD_TYPE:
-            raise ValueError(f"its payload is not {PAYLOAD_TYPE}")
-        first = env["signatures"][0]
-        if not set(first) <= {"sig", "keyid"}:
-            raise ValueError("not a DSSE signature")
-        payload = base64.b64decode(env["payload"], validate=True)
-        signature = base64.b64decode(first["sig"], validate=True)
-        hint = (outer["verificationMaterial"].get("publicKey") or {}).get("hint")
-    except (KeyError, IndexError, TypeError, AttributeError, binascii.Error) as exc:
+        return _envelope(json.loads(bundle.decode("utf-8")))
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, binascii.Error) as exc:
         raise ValueError("not a model-signing bundle") from exc
-    return (payload, signature), hint or None
 
 
 def folder_digests(folder: Path) -> dict[str, str]:

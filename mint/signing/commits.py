@@ -9,7 +9,6 @@ signed, or why nothing verifies, in one line.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ import sqlalchemy as sa
 from mint import schema as s
 from mint.commits.rows import commit_row, files_of, signatures_of
 from mint.errors import InvalidObject, InvalidSignature, NotVerified
-from mint.ids import Kind, utcnow
+from mint.ids import Kind
 from mint.objects import Signer, Verification
 from mint.received import listing
 from mint.refs import resolve
@@ -28,12 +27,15 @@ from mint.signing.bundle import (
     Statement,
     check_private_key,
     folder_digests,
+    parse,
     read,
     read_bundle,
     sign,
-    verify_with,
+    verify_parsed,
 )
 from mint.signing.keys import fingerprint, parse_public, trusted_keys, unknown_key
+from mint.signing.stored import admit, check_statement, signer_of
+from mint.signing.trust import COMMITS, Keys, keys_for
 from mint.store import sha256_file
 
 UNSIGNED = "it carries no signature"  # NotVerified's why for a commit with no bundle at all
@@ -41,13 +43,9 @@ UNSIGNED = "it carries no signature"  # NotVerified's why for a commit with no b
 
 def check(bundle: bytes, files: dict[str, str], commit: str, where: str) -> Statement:
     """BUNDLE's statement, if it may be kept with COMMIT, whose files are FILES (path ->
-    sha256): the same files, and no other commit named."""
+    sha256): its strict shape, the same files, and no other commit named."""
     st = read(bundle, where)
-    wrong = differences(st.files, files)
-    if wrong:
-        raise InvalidSignature(where, f"it does not sign these files ({wrong})")
-    if st.commit is not None and st.commit != commit:
-        raise InvalidSignature(where, f"it was made for commit {st.commit[:12]}, not this one")
+    check_statement(st, files, commit, where)
     return st
 
 
@@ -66,26 +64,13 @@ def differences(
     return None
 
 
-def attach(conn, commit: str, files: dict[str, str], bundle: bytes, where: str) -> bool:
-    """Keep BUNDLE with COMMIT (checked first); False if it was kept already, or if the same
-    key signed COMMIT the same way already (an ECDSA signature differs each time it is made)."""
-    st = check(bundle, files, commit, where)
-    digest, c = hashlib.sha256(bundle).hexdigest(), s.commit_signatures.c
-    same = (c.sha256 == digest) | (c.key_hint == st.hint) if st.hint else c.sha256 == digest
-    q = sa.select(c.sha256, c.bundle).where(c.commit_id == commit, same)
-    for row in conn.execute(q):
-        if row.sha256 == digest or read(row.bundle.encode()).commit == st.commit:
-            return False
-    conn.execute(
-        s.commit_signatures.insert().values(
-            commit_id=commit,
-            sha256=digest,
-            bundle=bundle.decode(),
-            key_hint=st.hint,
-            added_at=utcnow(),
-        )
-    )
-    return True
+def attach(
+    conn, commit: str, files: dict[str, str], bundle: bytes, where: str, *, unverified=True
+) -> bool:
+    """Keep BUNDLE with COMMIT if it may be kept (`mint.signing.stored.admit`: it verifies
+    with the trusted key it names, or is bounded as a key's not trusted here); False when it
+    adds nothing (the same bytes, or the same trusted key's signature, kept already)."""
+    return admit(conn, commit, files, bundle, where, unverified=unverified)
 
 
 def blob_files(conn, commit: str) -> dict[str, str]:
@@ -108,15 +93,18 @@ def verify_in(
     conn, cid: str, rev: str, *, key: str | None = None, public_key: str | None = None
 ) -> Verification:
     """`verify` of commit CID (named REV in errors) within CONN's transaction: what a gate,
-    which reads in its own transaction, checks a contract's `[signature]` with."""
-    keys = _keys(conn, key, public_key)
-    if commit_row(conn, cid).kind == Kind.SET:  # its members' signatures too
+    which reads in its own transaction, checks a contract's `[signature]` with. A trusted key
+    counts where it may sign (`mint.signing.trust`): an adapter commit of its line, a set."""
+    trust = _trust(conn, key, public_key)
+    row = commit_row(conn, cid)
+    if row.kind == Kind.SET:  # its members' signatures too
         from mint.signing.sets import set_data, verify_set
 
-        return verify_set(set_data(conn, cid), rev, keys)
+        return verify_set(set_data(conn, cid), rev, trust)
     files, bundles = blob_files(conn, cid), signatures_of(conn, cid)
     if not bundles:
         raise NotVerified(rev, UNSIGNED)
+    keys = trust(COMMITS, row.line)
     return _verified(rev, cid, files, [b.encode() for b in bundles], keys, cid)
 
 
@@ -146,17 +134,27 @@ def verify_folder_with(folder: str | os.PathLike, keys: dict) -> Verification:
     return dataclasses.replace(found, members=members)
 
 
-def _keys(conn, key: str | None, public_key) -> dict[str, tuple[str, bytes]]:
-    """fingerprint -> (name, PEM) of the keys to check with."""
+def _trust(conn, key: str | None, public_key):
+    """(purpose, line) -> the `Keys` to check a signature of that purpose on that line with:
+    the trusted keys that may sign it (only KEY, by name, if given), or PUBLIC_KEY, a PEM,
+    trusted or not, for everything."""
     if public_key is not None:
         pem = parse_public(public_key)
-        return {fingerprint(pem): ("", pem)}
-    keys = trusted_keys(conn)
-    if key is not None:
-        keys = {fp: v for fp, v in keys.items() if v[0] == key}
-        if not keys:
-            raise unknown_key(conn, key)
-    return keys
+        given = Keys({fingerprint(pem): ("", pem)})
+        return lambda purpose, line: given
+    if key is not None and key not in {name for name, _ in trusted_keys(conn).values()}:
+        raise unknown_key(conn, key)
+    found: dict[tuple[str, str], Keys] = {}
+
+    def trust(purpose: str, line: str) -> Keys:
+        if (purpose, line) not in found:
+            keys = keys_for(conn, purpose, line=line)
+            if key is not None:
+                keys = Keys({fp: v for fp, v in keys.items() if v[0] == key}, keys.excluded)
+            found[purpose, line] = keys
+        return found[purpose, line]
+
+    return trust
 
 
 def _verified(rev, target, files, bundles, keys, commit) -> Verification:
@@ -173,26 +171,32 @@ def _verified(rev, target, files, bundles, keys, commit) -> Verification:
 
 
 def check_one(bundle: bytes, files, keys, commit: str | None, scratch: Path) -> Signer:
-    """The trusted key that signed BUNDLE over FILES (and COMMIT, if it names one)."""
-    st = read(bundle)
+    """The trusted key that signed BUNDLE over FILES (and COMMIT, if it names one), its shape
+    checked as strictly as when it was stored (`mint.signing.bundle.parse`)."""
+    try:
+        parsed = parse(bundle)
+    except InvalidSignature as exc:
+        raise ValueError(exc.why) from None
+    st = parsed.statement
     wrong = differences(st.files, files)
     if wrong:
         raise ValueError(f"its signature does not cover these files: {wrong}")
     if commit is not None and st.commit is not None and st.commit != commit:
         raise ValueError(f"its signature was made for commit {st.commit[:12]}, not this one")
+    excluded = getattr(keys, "excluded", {})
+    if st.hint in excluded and st.hint not in keys:
+        raise ValueError(f"it is signed by {excluded[st.hint]}")
     candidates = [st.hint] if st.hint in keys else ([] if st.hint else list(keys))
     if not candidates:
         who = f"key {st.hint[:16]}" if st.hint else "a key"
         raise ValueError(f"it is signed by {who}, which is not trusted here")
     for fp in candidates:
         name, pem = keys[fp]
-        scratch.mkdir(mode=0o700, exist_ok=True)
         try:
-            signed = verify_with(bundle, pem, scratch)
+            verify_parsed(parsed, pem)
         except ValueError:
             continue
-        if differences(signed, files) is None:
-            return Signer(name, fp, st.commit is not None)
+        return Signer(name, fp, st.commit is not None)
     raise ValueError("its signature does not verify with the key it names")
 
 
@@ -232,14 +236,18 @@ class Signing:
             out.append(sign(digests, name, commit, self.private_key, self.password))
         return out
 
-    def checked(self, scanned, cache, head: str | None):
+    def checked(self, scanned, cache, head: str | None, keys=None):
         """SCANNED (a checked adapter folder) without its model.sig, which is a signature, not
         a file, and which must sign these files (hashed now, unless CACHE, the stat cache,
-        knows them) and name no commit but HEAD: refused before anything is stored."""
+        knows them), name no commit but HEAD, and verify with the trusted key it names (KEYS:
+        fingerprint -> (name, PEM); `mint.signing.stored`): refused before anything is
+        stored."""
         kept = tuple(f for f in scanned.files if f.path != SIGNATURE_FILE)
         if self.found is not None:
             where = str(self.folder / SIGNATURE_FILE)
-            st = read(self.found, where)
+            parsed = parse(self.found, where)
+            st = parsed.statement
+            signer_of(parsed, keys or {}, st.commit, where)  # the commit it names, if any
             if st.commit is not None and st.commit != head:
                 raise InvalidSignature(where, f"it was made for commit {st.commit[:12]}")
             paths = {f.path: st.files.get(f.path) for f in kept}
@@ -249,13 +257,6 @@ class Signing:
             if wrong:
                 raise InvalidSignature(where, f"it does not sign these files ({wrong})")
         return dataclasses.replace(scanned, files=kept)
-
-    @staticmethod
-    def keep(repo, commit: str, files: dict, bundles: list[bytes]) -> None:
-        digests = {p: f.sha256 for p, f in files.items()}
-        with repo.db.write() as conn:
-            for bundle in bundles:
-                attach(conn, commit, digests, bundle, SIGNATURE_FILE)
 
 
 # --- on the wire (push, fetch, clone: mint.transfer) -------------------------------------
@@ -280,22 +281,33 @@ def signatures_wire(conn, ids: list[str]) -> dict:
     return {"signatures": found} if found else {}
 
 
-def receive_signatures(conn, payload: dict, check_line) -> None:
-    """Keep each bundle of PAYLOAD's signatures with its commit (see `receive`): a set's
-    after its members' (it names theirs)."""
-    later = []
-    for wire in listing(payload.get("signatures", []), "signatures"):
-        if receive(conn, wire, check_line, defer_sets=True):
-            later.append(wire)
-    for wire in later:
-        receive(conn, wire, check_line)
+def receive_signatures(conn, payload: dict, sender, recorded: list[str]) -> int:
+    """Keep each bundle of PAYLOAD's signatures with its commit, which must be here and on a
+    line the SENDER reaches (a `mint.transfer.Admission`: its `check_line` raises otherwise),
+    checked as a local commit checks a folder's model.sig (`attach`; a set's as
+    `mint.signing.sets.attach_set` does), a set's after its members' (it names theirs). A
+    bundle by a key not trusted here is kept, from a pusher (`sender.by`), only with a commit
+    among RECORDED, the commits its import records (no pusher grows another person's commit);
+    from a fetch into this repository, with any. Returns how many were kept."""
+    new = set(recorded) if sender.by is not None else None
+    arrived = [
+        _arrived(conn, wire, sender.check_line)
+        for wire in listing(payload.get("signatures", []), "signatures")
+    ]
+    kept = 0
+    for commit, bundle, _ in sorted(arrived, key=lambda a: a[2] == Kind.SET):
+        where = f"for {commit[:12]}"  # "signature for 3f2a9c1e0b7d: it was made for ..."
+        try:
+            unverified = new is None or commit in new
+            kept += attach_any(conn, commit, bundle, where, unverified=unverified)
+        except InvalidSignature as exc:
+            raise InvalidObject(str(exc)) from None
+    return kept
 
 
-def receive(conn, wire: object, check_line, *, defer_sets: bool = False) -> bool:
-    """Keep a bundle that arrived (WIRE: {commit, bundle}) with its commit, which must be here
-    and on a line the sender reaches (CHECK_LINE raises otherwise), checked as a local commit
-    checks a folder's model.sig (a set's as `mint.signing.sets.attach_set` does). True when
-    it is a set's and DEFER_SETS says to keep it later."""
+def _arrived(conn, wire: object, check_line) -> tuple[str, bytes, str]:
+    """(commit, bundle, the commit's kind) of a bundle that arrived as WIRE ({commit,
+    bundle}), its commit here and on a line the sender reaches."""
     if not (isinstance(wire, dict) and set(wire) == {"commit", "bundle"}):
         raise InvalidObject("a signature is {commit, bundle}")
     commit, bundle = wire["commit"], wire["bundle"]
@@ -306,30 +318,24 @@ def receive(conn, wire: object, check_line, *, defer_sets: bool = False) -> bool
     if row is None:
         raise InvalidObject(f"a signature names commit {commit[:12]!r}, which is not here")
     check_line(row.line)
-    if defer_sets and row.kind == Kind.SET:
-        return True
-    try:  # "signature for 3f2a9c1e0b7d: it was made for commit ..., not this one"
-        attach_any(conn, commit, bundle.encode(), f"for {commit[:12]}")
-    except InvalidSignature as exc:
-        raise InvalidObject(str(exc)) from None
-    return False
+    return commit, bundle.encode("utf-8", "surrogatepass"), row.kind
 
 
-def attach_any(conn, commit: str, bundle: bytes, where: str) -> bool:
+def attach_any(conn, commit: str, bundle: bytes, where: str, *, unverified=True) -> bool:
     """`attach` BUNDLE to COMMIT, an adapter's or a set's (`mint.signing.sets.attach_set`)."""
     if commit_row(conn, commit).kind == Kind.SET:
         from mint.signing.sets import attach_set
 
-        return attach_set(conn, commit, bundle, where)
-    return attach(conn, commit, blob_files(conn, commit), bundle, where)
+        return attach_set(conn, commit, bundle, where, unverified=unverified)
+    return attach(conn, commit, blob_files(conn, commit), bundle, where, unverified=unverified)
 
 
-def attach_signatures(repo, commit: str, bundles: list[str]) -> None:
+def attach_signatures(repo, commit: str, bundles: list[str]) -> int:
     """Keep BUNDLES (made on the signer's machine) with COMMIT, an adapter's or a set's, each
-    checked as one that arrives with a push (a registry receives them so: POST /objects)."""
+    checked as one that arrives with a push (a registry receives them so: POST /objects).
+    Returns how many were kept (none: each was kept already)."""
     with repo.db.write() as conn:
-        for bundle in bundles:
-            attach_any(conn, commit, bundle.encode(), SIGNATURE_FILE)
+        return sum(attach_any(conn, commit, b.encode(), SIGNATURE_FILE) for b in bundles)
 
 
 def _sha256(f, cache) -> str:

@@ -9,6 +9,7 @@ model_signing's key signer writes into a bundle, so a bundle names the key that 
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -111,9 +112,23 @@ def parse_public(raw: str | bytes, where: str = "given") -> bytes:
 # --- the keys a repository trusts ------------------------------------------------------
 
 
-def key_add(repo, name: str, public_key: str, *, by: str) -> SigningKey:
-    """Trust PUBLIC_KEY (an elliptic-curve public key, PEM) under NAME."""
+def key_add(
+    repo,
+    name: str,
+    public_key: str,
+    *,
+    by: str,
+    purposes=None,
+    lines: list[str] | None = None,
+    channels: list[str] | None = None,
+) -> SigningKey:
+    """Trust PUBLIC_KEY (an elliptic-curve public key, PEM) under NAME, to sign PURPOSES
+    (among commits, sets and moves), on LINES (globs), of CHANNELS (each None: no limit;
+    `mint.signing.trust`)."""
+    from mint.signing.trust import check_limits
+
     check_name("key", name)
+    limits = check_limits(purposes, lines, channels)
     pem = parse_public(public_key)
     fp, k = fingerprint(pem), s.signing_keys.c
     with repo.db.write() as conn:
@@ -122,13 +137,9 @@ def key_add(repo, name: str, public_key: str, *, by: str) -> SigningKey:
         ):
             why = "the name is taken" if row.name == name else f"the key is trusted as {row.name}"
             raise KeyExists(f"trusted key {name!r}: {why}")
-        now = utcnow()
-        conn.execute(
-            s.signing_keys.insert().values(
-                name=name, fingerprint=fp, public_pem=pem.decode(), added_at=now, added_by=by
-            )
-        )
-    return SigningKey(name, fp, iso(now), by, pem.decode())
+        values = dict(name=name, fingerprint=fp, public_pem=pem.decode(), added_by=by)
+        conn.execute(s.signing_keys.insert().values(**values, **limits, added_at=utcnow()))
+        return as_key(conn.execute(sa.select(s.signing_keys).where(k.name == name)).one())
 
 
 def key_ls(repo) -> list[SigningKey]:
@@ -136,9 +147,21 @@ def key_ls(repo) -> list[SigningKey]:
     k = s.signing_keys.c
     with repo.db.read() as conn:
         rows = conn.execute(sa.select(s.signing_keys).order_by(k.name)).all()
-    return [
-        SigningKey(r.name, r.fingerprint, iso(r.added_at), r.added_by, r.public_pem) for r in rows
-    ]
+    return [as_key(r) for r in rows]
+
+
+def as_key(r) -> SigningKey:
+    """The `SigningKey` of a signing_keys row."""
+    return SigningKey(
+        r.name,
+        r.fingerprint,
+        iso(r.added_at),
+        r.added_by,
+        r.public_pem,
+        r.purposes,
+        r.lines,
+        r.channels,
+    )
 
 
 def key_rm(repo, name: str) -> SigningKey:
@@ -149,7 +172,7 @@ def key_rm(repo, name: str) -> SigningKey:
         if row is None:
             raise unknown_key(conn, name)
         conn.execute(s.signing_keys.delete().where(k.name == name))
-    return SigningKey(row.name, row.fingerprint, iso(row.added_at), row.added_by, row.public_pem)
+    return as_key(row)
 
 
 def unknown_key(conn, name: str) -> RevisionNotFound:
@@ -161,8 +184,14 @@ def unknown_key(conn, name: str) -> RevisionNotFound:
 
 def trusted_keys(conn) -> dict[str, tuple[str, bytes]]:
     """fingerprint -> (name, public PEM) of every trusted key."""
-    rows = conn.execute(sa.select(s.signing_keys)).all()
+    rows = conn.execute(_all_keys()).all()
     return {r.fingerprint: (r.name, r.public_pem.encode()) for r in rows}
+
+
+@functools.cache
+def _all_keys():
+    k = s.signing_keys.c
+    return sa.select(k.name, k.fingerprint, k.public_pem)  # built once (issue 24)
 
 
 # Where a private key is looked for in a folder about to be committed: names only, so that a

@@ -18,6 +18,7 @@ making it (the transaction is rolled back), which is what a client signs.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import json
 import os
@@ -27,7 +28,7 @@ import sqlalchemy as sa
 
 from mint import schema as s
 from mint.errors import MoveNotSigned, MoveStatementMismatch
-from mint.ids import RefKind, iso, utcnow
+from mint.ids import Action, RefKind, as_utc, iso, utcnow
 from mint.objects import Move
 from mint.signing.bundle import (
     MAX_BUNDLE,
@@ -38,8 +39,9 @@ from mint.signing.bundle import (
     pae,
     seal,
 )
-from mint.signing.keys import crypto, trusted_keys
-from mint.team.protection import needs_signature
+from mint.signing.keys import crypto
+from mint.signing.trust import MOVES, keys_for
+from mint.team.protection import needs_signature, signature_keys
 
 PREDICATE_TYPE = "https://mint.dev/move/v1"
 UNSIGNED = "it carries no signature"
@@ -49,7 +51,7 @@ UNSIGNED = "it carries no signature"
 class MoveStatement:
     """What a signed move states (the predicate of its in-toto statement)."""
 
-    action: str  # promote | force | rollback
+    action: str  # promote | force | rollback | canary-start | canary-stop
     line: str
     channel: str
     from_: str | None  # the holder it replaces (None: the channel is new)
@@ -59,6 +61,7 @@ class MoveStatement:
     actor: str  # who moves it (a registry's token name)
     after: int | None  # the channel's latest history entry before this move
     at: str | None = None  # when it was signed
+    fraction: float | None = None  # a canary's: the share of requests its candidate serves
 
 
 @dataclass(frozen=True)
@@ -75,17 +78,28 @@ class SignedMove:
 # --- the statement ----------------------------------------------------------------------
 
 
-def expected(conn, move: Move) -> MoveStatement:
-    """The statement of MOVE (its history row written, in CONN's transaction)."""
+CANARY_ACTIONS = (Action.CANARY_START, Action.CANARY_STOP)
+
+
+def expected(conn, move: Move, fraction: float | None = None) -> MoveStatement:
+    """The statement of MOVE (its history row written, in CONN's transaction). A canary's
+    start or stop (which sends traffic too: issue 35) names its FRACTION (read from its
+    canary when not given) and follows the latest entry of the channel or of its canaries,
+    so that it cannot be replayed after a canary started or stopped; a move of the channel
+    follows the latest move of the channel, as it always did."""
     h = s.ref_history.c
+    canary = move.action in CANARY_ACTIONS
+    kinds = [RefKind.CHANNEL, RefKind.CANARY] if canary else [RefKind.CHANNEL]
     q = (
         sa.select(h.id)
-        .where(h.line == move.line, h.name == move.channel, h.kind == RefKind.CHANNEL)
+        .where(h.line == move.line, h.name == move.channel, h.kind.in_(kinds))
         .where(h.id < move.id)
         .order_by(h.id.desc())
         .limit(1)
     )
     after = conn.execute(q).scalar()
+    if canary and fraction is None:
+        fraction = _canary_fraction(conn, move)
     return MoveStatement(
         str(move.action),
         move.line,
@@ -96,12 +110,33 @@ def expected(conn, move: Move) -> MoveStatement:
         sorted(move.evaluations),
         move.by,
         after,
+        fraction=fraction,
     )
 
 
+def _canary_fraction(conn, move: Move) -> float | None:
+    """The fraction of the canary whose start or stop MOVE is (its candidate beside its
+    baseline, the latest started by then)."""
+    c = s.canaries.c
+    q = (
+        sa.select(c.fraction)
+        .where(c.line == move.line, c.channel == move.channel, c.candidate == move.to)
+        .where(
+            c.baseline == move.from_, c.started_at <= as_utc(dt.datetime.fromisoformat(move.at))
+        )
+        .order_by(c.id.desc())
+        .limit(1)
+    )
+    return conn.execute(q).scalar()
+
+
 def payload(st: MoveStatement) -> bytes:
-    """The in-toto statement of ST: its subject LINE@CHANNEL with the commit it moves to."""
+    """The in-toto statement of ST: its subject LINE@CHANNEL with the commit it moves to (a
+    canary's: its candidate). A statement without a fraction (a promote's, a rollback's) has
+    none in its predicate, as before canaries were signed."""
     predicate = {k.rstrip("_"): v for k, v in dataclasses.asdict(st).items()}
+    if predicate["fraction"] is None:
+        del predicate["fraction"]
     body = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": f"{st.line}@{st.channel}", "digest": {"sha256": st.to or ""}}],
@@ -127,8 +162,8 @@ def read(bundle: bytes) -> tuple[MoveStatement, bytes, bytes, str | None]:
         if st["_type"] != STATEMENT_TYPE or st["predicateType"] != PREDICATE_TYPE:
             raise ValueError("it is not a signed move statement")
         p = st["predicate"]
-        fields = [f.name for f in dataclasses.fields(MoveStatement)]
-        found = MoveStatement(**{f: p[f.rstrip("_")] for f in fields})
+        fields = [f.name for f in dataclasses.fields(MoveStatement) if f.name != "fraction"]
+        found = MoveStatement(**{f: p[f.rstrip("_")] for f in fields}, fraction=p.get("fraction"))
     except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
         raise ValueError("it is not a signed move statement") from exc
     except json.JSONDecodeError:
@@ -148,6 +183,7 @@ def _differences(found: MoveStatement, want: MoveStatement) -> str | None:
         "evaluations": "evaluations",
         "actor": "actor",
         "after": "history entry",
+        "fraction": "fraction",
     }
     for attr, word in names.items():
         got, wanted = getattr(found, attr), getattr(want, attr)
@@ -173,6 +209,9 @@ def check(bundle: bytes, want: MoveStatement, keys: dict) -> tuple[str, str]:
         found, data, signature, hint = read(bundle)
     except ValueError as exc:
         raise MoveNotSigned(ref, f"its signature is unreadable: {exc}") from None
+    excluded = getattr(keys, "excluded", {})
+    if hint in excluded and hint not in keys:
+        raise MoveNotSigned(ref, f"it is signed by {excluded[hint]}")
     if hint not in keys:
         who = f"key {hint[:16]}" if hint else "a key it does not name"
         raise MoveNotSigned(ref, f"it is signed by {who}, which is not trusted here")
@@ -183,6 +222,13 @@ def check(bundle: bytes, want: MoveStatement, keys: dict) -> tuple[str, str]:
     if wrong:
         raise MoveStatementMismatch(ref, f"the signed statement is for another move: {wrong}")
     return name, hint
+
+
+def move_keys(conn, line: str, channel: str):
+    """The trusted keys whose signature a move of LINE@CHANNEL takes: those that may sign
+    moves there (`mint.signing.trust`), and among them only the keys the channel's protection
+    names, if it names any."""
+    return keys_for(conn, MOVES, line=line, channel=channel, names=signature_keys(conn, channel))
 
 
 def _verifies(data: bytes, signature: bytes, pem: bytes) -> bool:
@@ -244,20 +290,23 @@ def signing_of(sign=None, password: str | None = None, signature=None):
     return None
 
 
-def settle(conn, move: Move, signing, *, signed: bool | None = None) -> None:
+def settle(
+    conn, move: Move, signing, *, signed: bool | None = None, fraction: float | None = None
+) -> None:
     """In MOVE's transaction, its history row written: refuse an unsigned move of a channel
     that needs a signature (SIGNED: whether it does, if the caller read it in this
-    transaction); check a signature against the move, and keep it beside it."""
+    transaction); check a signature against the move (a canary's: with its FRACTION), and
+    keep it beside it."""
     if signing is None:
         if needs_signature(conn, move.channel) if signed is None else signed:
             ref = f"{move.line}@{move.channel}"
             raise MoveNotSigned(ref, f"{move.channel} moves only when signed; {UNSIGNED}")
         return
-    want = expected(conn, move)
+    want = expected(conn, move, fraction)
     if signing is PLAN:
         raise Planned(want)
     bundle = signing.bundle(want)
-    _, hint = check(bundle, want, trusted_keys(conn))
+    _, hint = check(bundle, want, move_keys(conn, move.line, move.channel))
     conn.execute(
         s.move_signatures.insert().values(
             entry=move.id,
@@ -281,13 +330,13 @@ def verify_moves(conn, moves: list[Move]) -> list[SignedMove]:
     m = s.move_signatures.c
     ids = [mv.id for mv in moves]
     rows = {r.entry: r for r in conn.execute(sa.select(s.move_signatures).where(m.entry.in_(ids)))}
-    keys = trusted_keys(conn) if rows else {}
     out = []
     for mv in moves:
         row = rows.get(mv.id)
         if row is None:
             out.append(SignedMove(mv, "unsigned"))
             continue
+        keys = move_keys(conn, mv.line, mv.channel)
         try:
             name, fp = check(row.bundle.encode("utf-8"), expected(conn, mv), keys)
         except MoveNotSigned as exc:

@@ -3,9 +3,11 @@
 One judgement, written once over a `verify(commit_id) -> Verification` (NotVerified when no
 trusted key signed it): the gate passes `verify_in` in its own transaction (a contract's
 `[signature]`), `mint serve --require-signed` and the vLLM plugin pass `api.verify` (on a
-registry, against its keys). An adapter commit must carry a signature that verifies with a
-trusted key, one of KEYS when KEYS are named; a set commit passes when its own signature does
-(it pins every member by id), else when every member does.
+registry, against its keys). A commit must carry a signature of its own that verifies with a
+trusted key, one of KEYS when KEYS are named. For a set that is the set's own signature, whose
+verification also checks each member's signature that it names: a set's own files (its
+mol.toml's routing and labels, its prompts) decide what users get, so members signed one by
+one never stand in for it (issue 35).
 """
 
 from __future__ import annotations
@@ -56,25 +58,9 @@ def parse_keys(value: str | Iterable[str] | None, where: str = "--keys") -> tupl
     return tuple(sorted(out))
 
 
-def judge(
-    verify: Verify, commit: str, members: Sequence[tuple[str, str]] = (), keys=()
-) -> Verdict:
-    """The verdict on COMMIT: its own signature, else (a set, whose MEMBERS are (label,
-    commit id) pairs) every member's, by a trusted key among KEYS (any trusted key if none)."""
-    own = _one(verify, commit, keys)
-    if own.ok or not members:
-        return own
-    signers: set[str] = set()
-    for label, member in dict(members).items():
-        found = _one(verify, member, keys)
-        if not found.ok:
-            return Verdict(False, found.reason, f"member {label} ({member[:12]}): {found.why}")
-        signers.update(found.signers)
-    names = tuple(sorted(signers))
-    return Verdict(True, SIGNED, f"every member signed by {' or '.join(names)}", names)
-
-
-def _one(verify: Verify, commit: str, keys: Sequence[str]) -> Verdict:
+def judge(verify: Verify, commit: str, keys: Sequence[str] = ()) -> Verdict:
+    """The verdict on COMMIT: its own signature (a set's: with the members' it names, as
+    VERIFY checks them) by a trusted key among KEYS (any trusted key if none)."""
     try:
         found = verify(commit)
     except NotVerified as exc:

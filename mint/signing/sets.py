@@ -31,6 +31,7 @@ from mint.sets.mol import MOL
 from mint.signing import SIGNATURE_FILE
 from mint.signing.bundle import Statement, read, read_bundle, sign
 from mint.signing.commits import attach, check_one
+from mint.signing.trust import COMMITS, SETS
 
 # --- what a set's signature states ---------------------------------------------------------
 
@@ -65,6 +66,7 @@ class SetData:
     bundles (by commit), and its own bundles."""
 
     detail: CommitDetail
+    member_lines: dict[str, str]  # commit -> its line
     member_files: dict[str, dict]  # commit -> path -> FileEntry
     member_bundles: dict[str, list[str]]  # commit -> bundles, oldest first
     bundles: list[str]
@@ -75,6 +77,7 @@ def set_data(conn, cid: str) -> SetData:
     ids = list(dict.fromkeys(m.commit_id for m in detail.members))
     return SetData(
         detail,
+        {c: rows.commit_row(conn, c).line for c in ids},
         {c: rows.files_of(conn, c) for c in ids},
         {c: rows.signatures_of(conn, c) for c in ids},
         rows.signatures_of(conn, cid),
@@ -112,7 +115,7 @@ def expected_files(data: SetData, st: Statement) -> tuple[dict[str, str], dict[s
     return files, chosen
 
 
-def attach_set(conn, cid: str, bundle: bytes, where: str) -> bool:
+def attach_set(conn, cid: str, bundle: bytes, where: str, *, unverified=True) -> bool:
     """Keep BUNDLE with set CID if it states exactly the set's files, with its members'
     signatures that are here, and names no other commit (`mint.signing.commits.attach`)."""
     data = set_data(conn, cid)
@@ -121,7 +124,7 @@ def attach_set(conn, cid: str, bundle: bytes, where: str) -> bool:
         files, _ = expected_files(data, st)
     except ValueError as exc:
         raise InvalidSignature(where, str(exc)) from None
-    return attach(conn, cid, files, bundle, where)
+    return attach(conn, cid, files, bundle, where, unverified=unverified)
 
 
 # --- signing a set ------------------------------------------------------------------------
@@ -201,9 +204,11 @@ def checkout_signatures(detail, members: list) -> list[tuple[str, bytes]]:
 # --- verify -----------------------------------------------------------------------------------
 
 
-def verify_set(data: SetData, rev: str, keys: dict) -> Verification:
-    """Which trusted keys (KEYS: fingerprint -> (name, PEM)) signed set DATA, each member's
-    signature that the set's names verified too; NotVerified with the first reason if none."""
+def verify_set(data: SetData, rev: str, trust) -> Verification:
+    """Which trusted keys signed set DATA, each member's signature that the set's names
+    verified too; NotVerified with the first reason if none. TRUST(purpose, line): the keys
+    (fingerprint -> (name, PEM)) that may sign a set, or a member's commit, there."""
+    keys = trust(SETS, data.detail.line)
     if not data.bundles:
         raise NotVerified(rev, "it carries no signature")
     signers, members, misses = [], None, []
@@ -216,7 +221,7 @@ def verify_set(data: SetData, rev: str, keys: dict) -> Verification:
                 st = read(bundle.encode())
                 files, chosen = expected_files(data, st)
                 signer = check_one(bundle.encode(), files, keys, cid, scratch / "set")
-                verified = _members(data, chosen, keys, scratch)
+                verified = _members(data, chosen, trust, scratch)
             except (InvalidSignature, ValueError) as exc:
                 misses.append(str(exc))
                 continue
@@ -227,8 +232,9 @@ def verify_set(data: SetData, rev: str, keys: dict) -> Verification:
     return Verification(cid, signers, members or [])
 
 
-def _members(data: SetData, chosen: dict[str, str], keys, scratch: Path):
-    """Each member's bundle CHOSEN verified against KEYS over its files and commit."""
+def _members(data: SetData, chosen: dict[str, str], trust, scratch: Path):
+    """Each member's bundle CHOSEN verified, over its files and commit, against the keys
+    TRUST gives for a commit of its line."""
     done: dict[str, Signer] = {}
     out = []
     for m in data.detail.members:
@@ -237,6 +243,7 @@ def _members(data: SetData, chosen: dict[str, str], keys, scratch: Path):
             files = {p: f.sha256 for p, f in data.member_files[cid].items()}
             try:
                 where = scratch / f"m{len(done)}"
+                keys = trust(COMMITS, data.member_lines[cid])
                 done[cid] = check_one(chosen[cid].encode(), files, keys, cid, where)
             except ValueError as exc:
                 raise ValueError(f"member {m.label} ({cid[:12]}): {exc}") from None

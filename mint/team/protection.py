@@ -5,12 +5,13 @@ signed moves only with a signed statement by a trusted key (`mint.signing.moves`
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.errors import InvalidName
+from mint.errors import InvalidConfig, InvalidName, RevisionNotFound
 from mint.ids import iso, utcnow
 from mint.refs import check_name
 from mint.repo import Repo
@@ -26,18 +27,30 @@ class ProtectedChannel:
     created_at: str
     created_by: str
     signed: bool = False  # every move needs a signature by a trusted key
+    keys: list[str] | None = None  # only these trusted keys (by name) sign its moves
 
 
 def protect(
-    repo: Repo, channel: str, role: str = "maintainer", *, by: str, signed: bool = False
+    repo: Repo,
+    channel: str,
+    role: str = "maintainer",
+    *,
+    by: str,
+    signed: bool = False,
+    keys: list[str] | None = None,
 ) -> ProtectedChannel:
     """Moving CHANNEL (on every line) now needs ROLE, and with SIGNED a signature by a trusted
-    key; protecting again changes both."""
+    key (one of KEYS, by name, if given); protecting again changes all three."""
     check_name("channel", channel)
     access = parse_role(role)
     if not access.allows(MOVE_ROLE):
         raise InvalidName("role", role, f"moving a channel needs at least {MOVE_ROLE}")
+    if keys and not signed:
+        raise InvalidConfig("naming the keys a channel's moves take needs signed moves")
+    names = sorted({check_name("key", k) for k in keys}) if keys else None
     with repo.db.write() as conn:
+        for name in names or ():
+            _check_trusted(conn, name)
         p = s.protected_channels.c
         conn.execute(s.protected_channels.delete().where(p.channel == channel))
         conn.execute(
@@ -47,6 +60,7 @@ def protect(
                 created_at=utcnow(),
                 created_by=by,
                 signed=signed,
+                signed_by=names,
             )
         )
         return _protected(_row(conn, channel))
@@ -86,12 +100,27 @@ def needs_signature(conn, channel: str) -> bool:
     return bool(conn.execute(sa.select(p.signed).where(p.channel == channel)).scalar())
 
 
+def signature_keys(conn, channel: str) -> list[str] | None:
+    """The names of the keys whose signatures a signed CHANNEL's moves take; None: any
+    trusted key that may sign its moves."""
+    p = s.protected_channels.c
+    return conn.execute(sa.select(p.signed_by).where(p.channel == channel)).scalar()
+
+
 def _row(conn, channel: str):
     p = s.protected_channels.c
     return conn.execute(sa.select(s.protected_channels).where(p.channel == channel)).first()
 
 
+def _check_trusted(conn, name: str) -> None:
+    """NAME is a trusted key's (a typo would make a channel no signature can move)."""
+    names = list(conn.execute(sa.select(s.signing_keys.c.name)).scalars())
+    if name not in names:
+        near = difflib.get_close_matches(name, names, n=3)
+        raise RevisionNotFound(name, "no trusted key named", near)
+
+
 def _protected(r) -> ProtectedChannel:
     return ProtectedChannel(
-        r.channel, Access(r.role), iso(r.created_at), r.created_by, bool(r.signed)
+        r.channel, Access(r.role), iso(r.created_at), r.created_by, bool(r.signed), r.signed_by
     )

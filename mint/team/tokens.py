@@ -23,6 +23,7 @@ from mint.errors import InvalidName, TokenExists, Unauthenticated, UnknownToken
 from mint.ids import iso, utcnow
 from mint.refs import check_name
 from mint.repo import Repo
+from mint.team.revocation import announce
 
 PREFIX = "mint_"
 _GLOB = re.compile(r"^[A-Za-z0-9._\-*?\[\]!]{1,100}$")
@@ -136,10 +137,12 @@ def token_ls(repo: Repo) -> list[TokenInfo]:
 
 
 def token_revoke(repo: Repo, name: str) -> TokenInfo:
-    """Revoke the token NAME at once; revoking a revoked token changes nothing."""
+    """Revoke the token NAME at once, on every registry replica (`revocation.announce`);
+    revoking a revoked token changes nothing."""
     with repo.db.write() as conn:
         if _row(conn, name) is None:
             raise UnknownToken(name)
+        announce(conn)
         t = s.tokens.c
         conn.execute(
             s.tokens.update()

@@ -140,7 +140,7 @@ class AdapterSource:
 
     def check_signed(self, name: str, commit: str) -> None:
         """Refuse COMMIT (named NAME) unless it is signed as required."""
-        verdict = judge(lambda c: api.verify(self.repo, c), commit, (), self.keys)
+        verdict = judge(lambda c: api.verify(self.repo, c), commit, self.keys)
         if not verdict.ok:
             raise NotVerified(f"{name} ({commit[:12]})", verdict.why)
 
