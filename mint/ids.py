@@ -28,6 +28,7 @@ __all__ = [
     "Role",
     "as_utc",
     "canonical_json",
+    "is_pickle",
     "iso",
     "object_id",
     "utcnow",
@@ -57,6 +58,7 @@ class Action(StrEnum):
     ROLLBACK = "rollback"
     DELETE = "delete"
     PUSH = "push"
+    MERGE = "merge"  # a line's head moved to a proposal's commit (issue 37)
     CANARY_START = "canary-start"
     CANARY_STOP = "canary-stop"
 
@@ -82,6 +84,17 @@ class EvalSource(StrEnum):
     EVALUATOR = "evaluator"  # the contract's evaluator, run by mint
     MANUAL = "manual"  # --metric values computed elsewhere
     ROUTE_EVAL = "route-eval"  # the runtime's routing accuracy
+    MODEL_CARD = "model-card"  # a pushed model card's model-index results (the trainer's claim)
+
+
+# Files named as pickles. mint never loads one: pickled weights are refused at the door
+# (mint.commits.adapter), any other (the Trainer's training_args.bin) kept as inert bytes.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+
+
+def is_pickle(path: str) -> bool:
+    """Whether PATH is named as a pickle: kept as bytes, never loaded by mint."""
+    return path.lower().endswith(PICKLE_SUFFIXES)
 
 
 def canonical_json(obj: Any) -> bytes:

@@ -154,8 +154,10 @@ def show(repo, rev, all_tensors, tensors_offset, tensors_limit, as_json) -> None
     echo(f"\n    {safe(d.message)}\n")
     for m in d.members:
         echo(safe(f"  {m.role:<8} {m.label:<10} {m.commit_id[:12]}  ({m.requested})"))
+    pickles = set(d.pickles)
     for path, f in d.files.items():
-        echo(f"  {f.sha256[:12]}  {f.size:>12,}  {safe(path)}")
+        mark = "  (a pickle: kept as bytes, never loaded)" if path in pickles else ""
+        echo(f"  {f.sha256[:12]}  {f.size:>12,}  {safe(path)}{mark}")
     render_tensors(d, rev, listed)
 
 

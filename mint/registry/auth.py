@@ -140,6 +140,7 @@ def _role(role: Access) -> Callable[..., Awaitable[Identity]]:
 
 RepoDep = Annotated[Repo, Depends(repo_of)]
 Reader = Annotated[Identity, Depends(_role(Access.READER))]
+Contributor = Annotated[Identity, Depends(_role(Access.CONTRIBUTOR))]
 Writer = Annotated[Identity, Depends(_role(Access.WRITER))]
 Maintainer = Annotated[Identity, Depends(_role(Access.MAINTAINER))]
 Admin = Annotated[Identity, Depends(_role(Access.ADMIN))]
