@@ -25,6 +25,8 @@ class Contract:
     created_by: str
     live: dict | None = None  # [live]: min_score, max_drop, min_traces (those given)
     signature: dict | None = None  # [signature]: required, keys (names of trusted keys)
+    sources: list[str] | None = None  # the evaluation sources its gate counts (None: all but
+    # model-card, the model card's results as the trainer wrote them)
 
 
 @frozen

@@ -72,7 +72,7 @@ class _Round:
         self.b: Backend = backend_of(repo)
         self.target = check_name("channel", to)
         self.fraction, self.evaluate = check_fraction(fraction), evaluate
-        self.contract = self.b.contract_show(contract)
+        self.contract = self.b.contract_show(contract, line=line)
         live = self.contract.live or {}
         self.min_score = live.get("min_score")
         self.max_drop = live.get("max_drop", 0.0)

@@ -18,6 +18,7 @@ from mint.errors import ForceNeedsReason
 from mint.objects import Approval, Base, ContractAdded, Evaluation, Move, RefInfo
 from mint.remote.canary_ops import canary_of, canary_start, canary_status, canary_stop
 from mint.remote.http import segment
+from mint.remote.proposal_ops import proposal_close, proposal_ls, proposal_merge, proposal_show
 from mint.remote.reads import (
     base_ls,
     contract_ls,
@@ -82,6 +83,10 @@ __all__ = [
     "log",
     "ls",
     "promote",
+    "proposal_close",
+    "proposal_ls",
+    "proposal_merge",
+    "proposal_show",
     "protect",
     "protected_ls",
     "pulled",
@@ -121,8 +126,8 @@ def evaluation_checks(repo: RemoteRepo, ev: Evaluation) -> Evaluation:
         return ev
     from mint.gates.checks import metric_checks
 
-    contract = contract_show(repo, ev.contract, ev.version)
     line = log(repo, ev.commit_id, 1)[0].line
+    contract = contract_show(repo, ev.contract, ev.version, line)
     holders = [s.channels.get(contract.channel) for s in status(repo) if s.name == line]
     holder = holders[0] if holders else None
     prev = latest_evaluation(repo, holder, contract.name) if holder else None

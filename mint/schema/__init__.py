@@ -27,6 +27,7 @@ MODULES = {
     "_deployment": ("traces", "feedback", "datasets", "canaries"),
     "_signing": ("signing_keys", "commit_signatures", "move_signatures"),
     "_derived": ("commit_meta", "evaluation_metrics", "set_packs"),
+    "_proposals": ("proposals", "hub_uploads"),
 }
 _WHERE = {table: module for module, tables in MODULES.items() for table in tables}
 
