@@ -46,11 +46,12 @@ def line_head(conn, line: str, kind: Kind) -> tuple[str | None, str | None]:
 
 
 def record(
-    repo: Repo, new: rows.NewCommit, head: str | None, store_blobs, also=None
+    repo: Repo, new: rows.NewCommit, head: str | None, store_blobs, also=None, advance=True
 ) -> CommitResult:
     """Store the blobs (STORE_BLOBS() returns the bytes written), then insert the commit and
     move the line's head in one transaction that finds every blob in place; ALSO(conn, id),
-    if given, writes what goes with the commit in that transaction (its signatures)."""
+    if given, writes what goes with the commit in that transaction (its signatures, or the
+    proposal that offers it to the line: then, without ADVANCE, no head moves)."""
     written = store_blobs()
     crash_point("commit.after-blobs")
     for attempt in range(GC_RACE_ATTEMPTS):
@@ -61,7 +62,8 @@ def record(
                     if not repo.store.has(f.sha256):
                         raise BlobMissing(f.sha256)
                 cid = rows.insert_commit(conn, new, dt.datetime.fromisoformat(new.created_at))
-                RefsContainer(conn).advance_head(new.line, new.kind, head, cid)
+                if advance:
+                    RefsContainer(conn).advance_head(new.line, new.kind, head, cid)
                 if also is not None:
                     also(conn, cid)
                 crash_point("commit.in-transaction")

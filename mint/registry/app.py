@@ -17,6 +17,7 @@ from mint.registry import (
     routes_events,
     routes_hf,
     routes_keys,
+    routes_proposals,
     routes_read,
     routes_search,
     routes_team,
@@ -63,6 +64,7 @@ def create_app(
         routes_events,
         routes_team,
         routes_keys,
+        routes_proposals,
     ):
         app.include_router(module.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])
