@@ -38,6 +38,7 @@ COMMANDS = {
     **dict.fromkeys(("clone", "fetch", "login", "logout", "push", "remote"), "remote_cmds"),
     **dict.fromkeys(("key", "verify"), "key_cmds"),
     "config": "config_cmds",
+    "proposal": "proposal_cmds",
 }
 
 

@@ -33,15 +33,22 @@ from mint.cli.key_cmds import password_from, password_option
 )
 @sign_option("Sign the commit (model-signing format) with this private key.")
 @password_option
+@click.option(
+    "--propose",
+    is_flag=True,
+    help="Offer it to LINE as a proposal (its writers merge it); the head does not move.",
+)
 @json_option
 @click.pass_obj
-def commit(ctx, line, directory, message, meta, base_name, sign_key, password_env, as_json):
+def commit(
+    ctx, line, directory, message, meta, base_name, sign_key, password_env, propose, as_json
+):
     """Record the PEFT adapter folder DIRECTORY as a new commit on LINE (a model.sig in it is
     kept as the commit's signature)."""
     pairs, password = parse_pairs(meta, "--meta"), password_from(password_env)
     sign_key = sign_key_from(sign_key)  # given no path: the configured signing.key
     r = None
-    if not ctx.is_remote:
+    if not ctx.is_remote and not propose:
         # Before the database layer loads (mint.commits.early): an unchanged folder is
         # answered from the stat cache (unless signed: --sign signs the head), and a changed
         # one starts copying into the store.
@@ -68,12 +75,17 @@ def commit(ctx, line, directory, message, meta, base_name, sign_key, password_en
             base=base_name,
             sign=sign_key,
             sign_password=password,
+            propose="" if propose else None,
         )
     finally:
         if "mint.commits.early" in sys.modules:  # what the commit did not claim is dropped
             sys.modules["mint.commits.early"].stop()
     if as_json:
         return emit_json(r)
+    if r.proposal is not None:
+        return echo(
+            f"proposed {short(r.id)} to {line}: proposal {r.proposal} (refs/pr/{r.proposal})"
+        )
     if not r.created and sign_key:  # the head is signed: a new signature, no new commit
         return echo(f"signed {line}'s head {short(r.id)} ({directory} is identical to it)")
     if not r.created:

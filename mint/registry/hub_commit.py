@@ -18,16 +18,19 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mint import api, possession, received
 from mint.commits import rows
-from mint.commits.adapter import MAX_FILES, safe_relpath
+from mint.commits.adapter import CONFIG, MAX_FILES, WEIGHTS, safe_relpath
+from mint.commits.statcache import FileStat, Known, StatCache
 from mint.errors import (
     Forbidden,
     InvalidObject,
@@ -40,6 +43,7 @@ from mint.ids import Kind
 from mint.objects import CommitResult
 from mint.refs import RefsContainer
 from mint.registry.hf_protocol import SHOWN, HubMiss
+from mint.registry.hub_learn import learnt
 from mint.registry.upload import upload_folder
 from mint.repo import Repo
 from mint.store import copy_out
@@ -214,9 +218,40 @@ def laid_out(repo: Repo, files: dict):
                 target.write_bytes(src)
             else:
                 _link_or_copy(repo, src, target)
+        _seed_stat_cache(repo, folder, files)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _seed_stat_cache(repo: Repo, folder: Path, files: dict) -> None:
+    """Tell mint's stat cache what the folder's files hold, as far as the door knows it: the
+    bytes it wrote, each blob it laid out (by id), and for weights what their upload's pass
+    learnt (`hub_learn`: header and tensor hashes, values checked). The commit then reads
+    those files no more than `mint commit` reads files its stat cache knows; a file not
+    known (weights uploaded another way) is read and checked whole."""
+    blobs = [b for b in files.values() if isinstance(b, str)]
+    with repo.db.read() as conn:
+        found = learnt(conn, blobs)
+    known = {}
+    for path, src in files.items():
+        if isinstance(src, bytes):
+            known[path] = Known(hashlib.sha256(src).hexdigest(), src if path == CONFIG else None)
+        elif path != WEIGHTS or src in found:
+            known[path] = found.get(src, Known(src))
+    stats = {p: FileStat.of((folder / p).lstat()) for p in known}
+    newest = max(
+        (max(st.mtime_ns, st.ctime_ns) + st.racy_window_ns for st in stats.values()), default=0
+    )
+    while time.time_ns() <= newest:  # the cache trusts only files older than its reading
+        time.sleep(0.005)
+    seen_ns = time.time_ns()
+    cache = StatCache.in_folder(repo.mint_dir)
+    try:
+        for path, k in known.items():
+            cache.add(folder / path, stats[path], seen_ns, k)
+    finally:
+        cache.close()
 
 
 def _link_or_copy(repo: Repo, blob: str, target: Path) -> None:

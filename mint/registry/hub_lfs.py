@@ -32,6 +32,7 @@ from mint import errors as e
 from mint import possession, received
 from mint import schema as s
 from mint.registry.hf_protocol import HubMiss
+from mint.registry.hub_learn import Learning, keep
 from mint.registry.hub_write import hub_answers, hub_identity, may_write
 from mint.registry.upload import receive_blob
 from mint.team.tokens import Access, token_hash
@@ -147,11 +148,15 @@ async def upload(request: Request, oid: str) -> Response:
         oid = received.hex64(oid, "the blob id")
         name, size, _, row = _checked(request, oid)
         repo = request.app.state.repo
-        result = await receive_blob(repo, request.stream(), oid)
+        learning = Learning(size)
+        try:
+            result = await receive_blob(repo, request.stream(), oid, learning)
+        finally:
+            learning.abandon()  # nothing, when it is done
         if result.size != size:
             raise e.InvalidObject(f"the blob is {result.size} bytes, the batch said {size}")
-        if row.lines is not None:
-            await run_in_threadpool(_grant, repo, name, oid)
+        grantee = name if row.lines is not None else None
+        await run_in_threadpool(_received, repo, oid, grantee, learning.known)
     return JSONResponse({}, status_code=200)
 
 
@@ -182,3 +187,15 @@ async def verify(request: Request, oid: str) -> Response:
 def _grant(repo, token: str, blob_id: str) -> None:
     with repo.db.write() as conn:
         possession.grant(conn, token, blob_id)
+
+
+def _received(repo, oid: str, token: str | None, known) -> None:
+    """After an upload of OID: its grant (TOKEN, limited to lines, uploaded it) and what the
+    pass learnt of the bytes (KNOWN, or None)."""
+    if token is None and known is None:
+        return
+    with repo.db.write() as conn:
+        if token is not None:
+            possession.grant(conn, token, oid)
+        if known is not None:
+            keep(conn, known)

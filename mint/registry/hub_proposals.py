@@ -18,7 +18,7 @@ from mint import errors as e
 from mint.objects import Proposal
 from mint.registry.auth import check_line, need
 from mint.registry.hf_protocol import SHOWN, HubMiss, hub_time
-from mint.registry.hub_write import hub_answers, hub_identity, read_json, repo_url
+from mint.registry.hub_write import base_url, hub_answers, hub_identity, read_json
 from mint.team.tokens import Access, Identity
 
 PAGE = 50  # proposals a page (`?p=N`)
@@ -92,7 +92,7 @@ def _details(request: Request, line: str, number: int) -> dict:
         "changes": {"base": "refs/heads/main", "mergeCommitId": merged},
         "filesWithConflicts": [],
         "diff": _diff_text(detail),
-        "diffUrl": f"{repo_url(request, line)}/proposals/{number}",
+        "diffUrl": f"{base_url(request)}/proposal/{line}/{number}",
     }
 
 

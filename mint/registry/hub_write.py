@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from mint import api
 from mint import errors as e
@@ -101,7 +101,11 @@ def repo_url(request: Request, line: str) -> str:
 
 
 def may_write(who: Identity, line: str, propose: bool = False) -> None:
-    """A writer of LINE, or (PROPOSE) a contributor of it: Forbidden otherwise."""
+    """A writer of LINE, or (PROPOSE) a contributor of it: Forbidden otherwise. LINE is
+    NAMESPACE/NAME: huggingface_hub parses no other repo id in what a write answers."""
+    if "/" not in line:
+        why = "huggingface_hub writes NAMESPACE/NAME repos only: name it team/" + line
+        raise e.InvalidName("line", line, why)
     need(who, Access.CONTRIBUTOR if propose else Access.WRITER, f"write {line}")
     check_line(who, line)
 
@@ -358,6 +362,18 @@ def _model_item(info) -> dict:
     }
 
 
+XET_PATH = "/api/xet-unsupported/set-HF_HUB_DISABLE_XET=1-then-upload-again"
+
+
 def xet_token(request: Request) -> Response:
-    """What huggingface_hub asks for first when hf_xet is installed: mint has no Xet."""
+    """What huggingface_hub asks for first when hf_xet is installed: mint has no Xet. hf_xet
+    shows the URL of a refusal, not its words, so the refusal is made at a URL that says what
+    to do (a redirect there); any other client reads the same words in the answer."""
+    if request.url.path != XET_PATH:
+        return RedirectResponse(XET_PATH, status_code=307, headers={"X-Error-Message": XET})
     raise HubMiss("XetUnsupported", XET, status=400)
+
+
+@router.get(XET_PATH)
+def xet_unsupported(request: Request) -> Response:
+    return xet_token(request)
