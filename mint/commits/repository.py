@@ -42,6 +42,8 @@ def line_head(conn, line: str, kind: Kind) -> tuple[str | None, str | None]:
         return None, None
     if row.kind != kind:
         raise WrongKind(f"line {line} holds {row.kind} commits, not {kind}s")
+    if row.head is None:  # made without a commit (the Hub's create_repo)
+        return None, None
     return row.head, rows.commit_row(conn, row.head).tree
 
 

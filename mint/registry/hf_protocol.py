@@ -96,8 +96,11 @@ class Snapshot:
 
 def revision_of(conn, line: str, rev: str, hf_main: str | None) -> str:
     """The full commit id REV names on LINE (HubMiss when it names none)."""
-    if not is_line_name(line) or find_line(conn, line) is None:
+    found = find_line(conn, line) if is_line_name(line) else None
+    if found is None:
         raise HubMiss("RepoNotFound", f"no line {line!r}")
+    if rev == "main" and found.head is None:  # made by create_repo, no commit yet
+        raise HubMiss("EntryNotFound", f"{line} has no commit yet")
     if rev == "main" and hf_main is None:
         target = line
     elif rev == "main":

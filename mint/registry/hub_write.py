@@ -1,8 +1,9 @@
 """The Hub's write side on a registry (issue 37): what `HfApi().upload_folder`,
 `PeftModel.push_to_hub` and `Trainer.push_to_hub` send, translated onto mint's operations.
 
-- `POST /api/repos/create`: a line's name and the right to write it checked (a line exists from
-  its first commit); 409 when it exists (`exist_ok` takes that).
+- `POST /api/repos/create`: a line's name and the right to write it checked; the line is made
+  without a commit (reads of its files answer EntryNotFound until its first); 409 when it
+  exists (`exist_ok` takes that).
 - `POST /api/models/{repo}/preupload/{rev}`: which files go inline ("regular", small ones) and
   which by the LFS batch API (`hub_lfs`), with the oid of the file the line's head holds.
 - `POST /api/models/{repo}/commit/{rev}`: the NDJSON commit (`hub_commit`): `mint commit` of
@@ -33,7 +34,8 @@ from mint import api
 from mint import errors as e
 from mint.commits import rows
 from mint.commits.adapter import MAX_FILES, safe_relpath
-from mint.refs import RefsContainer, check_name, find_line
+from mint.ids import Kind
+from mint.refs import RefsContainer, check_name
 from mint.registry.auth import check_line, need, token_cache
 from mint.registry.failures import status_of
 from mint.registry.hf_protocol import SHOWN, HubMiss, hub_time, revision_of
@@ -124,10 +126,10 @@ async def create_repo(request: Request) -> Response:
     with hub_answers():
         check_name("line", line if isinstance(line, str) else "")
         may_write(who, line)
-        with request.app.state.repo.db.read() as conn:
-            exists = find_line(conn, line) is not None
+        with request.app.state.repo.db.write() as conn:
+            made = RefsContainer(conn).create_line(line, Kind.ADAPTER)
     url = repo_url(request, line)
-    if exists:
+    if not made:
         why = f"{line} exists already (create_repo(exist_ok=True) takes it)"
         raise HubMiss("RepoExists", why, status=409)
     return JSONResponse({"url": url, "name": line, "id": line})
