@@ -354,3 +354,56 @@ def test_without_hf_hub_disable_xet_the_user_is_told_to_set_it(hub, models):
             c.get("/api/models/xet/try/xet-write-token/main", follow_redirects=True), 400
         )
     assert said.startswith("mint registries do not speak Xet: set HF_HUB_DISABLE_XET=1")
+
+
+# --- an S3 store: the client PUTs to the bucket, the registry verifies before publishing ------
+
+
+@pytest.fixture
+def s3_hub(tmp_path, models, monkeypatch):
+    from support.s3server import shared_server
+
+    moto = shared_server()
+    for name, value in moto.env.items():
+        monkeypatch.setenv(name, value)  # the registry inherits them
+    bucket = moto.new_bucket()
+    from support.hubupload import TOKENS, no_xet
+    from support.registry import create_token, start_registry
+
+    repo, _ = api.init(tmp_path / "repo", None, store=f"s3://{bucket}/reg")
+    api.base_add(repo, "tiny-llama", models["base"])
+    token = create_token(repo.root, "writer", *TOKENS["writer"])
+    server = start_registry(repo.root)
+    try:
+        with no_xet():
+            yield repo, server, token, moto
+    finally:
+        server.stop()
+        repo.close()
+
+
+def test_on_s3_the_bytes_go_to_the_bucket_and_are_verified_first(s3_hub, models, tmp_path):
+    from huggingface_hub import HfApi
+
+    repo, server, token, moto = s3_hub
+    HfApi(endpoint=server.url, token=token).upload_folder(
+        repo_id="team-s/chat", folder_path=models["a1"], commit_message="to s3"
+    )
+    weights = api.show(repo, "team-s/chat").files["adapter_model.safetensors"].sha256
+    assert repo.store.has(weights)
+    repo.store.verify(weights)
+    # A presigned PUT of other bytes: the verify refuses it and publishes nothing.
+    good = b"\0weights" * 64
+    oid = hashlib.sha256(good).hexdigest()
+    with server.client(token) as c:
+        batch = c.post(
+            "/team-s/chat.git/info/lfs/objects/batch",
+            json={"operation": "upload", "objects": [{"oid": oid, "size": len(good)}]},
+        ).json()["objects"][0]["actions"]
+        assert batch["upload"]["href"].startswith(moto.url)  # straight to the bucket
+        import httpx
+
+        assert httpx.put(batch["upload"]["href"], content=b"\0other!!" * 64).is_success
+        _refused(c.post(batch["verify"]["href"], json={"oid": oid, "size": len(good)}), 422)
+    assert not repo.store.has(oid)
+    assert api.fsck(repo).ok
