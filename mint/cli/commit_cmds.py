@@ -82,15 +82,18 @@ def commit(
             sys.modules["mint.commits.early"].stop()
     if as_json:
         return emit_json(r)
+    echo(_committed(r, line, directory, sign_key))
+
+
+def _committed(r, line: str, directory, sign_key) -> str:
+    """What `mint commit` says of its result R."""
     if r.proposal is not None:
-        return echo(
-            f"proposed {short(r.id)} to {line}: proposal {r.proposal} (refs/pr/{r.proposal})"
-        )
+        return f"proposed {short(r.id)} to {line}: proposal {r.proposal} (refs/pr/{r.proposal})"
     if not r.created and sign_key:  # the head is signed: a new signature, no new commit
-        return echo(f"signed {line}'s head {short(r.id)} ({directory} is identical to it)")
+        return f"signed {line}'s head {short(r.id)} ({directory} is identical to it)"
     if not r.created:
-        return echo(f"nothing to commit: {directory} is identical to {line} ({short(r.id)})")
-    echo(r.id)
+        return f"nothing to commit: {directory} is identical to {line} ({short(r.id)})"
+    return r.id
 
 
 @click.command()

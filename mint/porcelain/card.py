@@ -11,7 +11,6 @@ card gives gets one evaluation, with exactly those metrics; the others get none.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from mint.gates.contracts import covers
 from mint.gates.evaluations import finite_metric
@@ -51,13 +50,15 @@ def _list(value) -> list:
     return value if isinstance(value, list) else []
 
 
-def record_card(b, result: CommitResult, folder: Path, by: str) -> list[Evaluation]:
-    """The evaluations of RESULT's commit that the card in FOLDER gives, recorded by the
-    backend B (a repository on this machine: a registry records its uploads' cards itself)."""
-    card = Path(folder) / CARD
-    if b.is_remote or not card.is_file() or card.stat().st_size > MAX_CARD:
+def record_card(b, result: CommitResult, files: dict, by: str) -> list[Evaluation]:
+    """The evaluations of RESULT's commit that its card gives (FILES: the commit's, path ->
+    FileEntry), recorded by the backend B: a repository on this machine, where the card is
+    read from the store, not the folder (a registry records its uploads' cards itself)."""
+    card = files.get(CARD)
+    if b.is_remote or card is None or card.size > MAX_CARD:
         return []
-    metrics = card_metrics(card.read_bytes())
+    with b.local_blobs({card.sha256: card.size}).open(card.sha256) as f:
+        metrics = card_metrics(f.read(MAX_CARD))
     if not metrics:
         return []
     made = []

@@ -85,7 +85,7 @@ def commit(
     new = _adapter_commit(line, head, scanned, hashed, found, says)
     result = _record(b, new, head, head_tree, staged, signing, propose)
     if result.created:
-        record_card(b, result, scanned.root, new.author)
+        record_card(b, result, new.files, new.author)
     return result
 
 
