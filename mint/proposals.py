@@ -20,6 +20,7 @@ from mint.commits import rows
 from mint.commits.repository import diff, record
 from mint.db import is_unique_violation
 from mint.errors import (
+    InvalidName,
     InvalidObject,
     ProposalClosed,
     ProposalStale,
@@ -102,7 +103,7 @@ def open_received(
 def proposal_ls(repo: Repo, line: str | None = None, status: str | None = None) -> list[Proposal]:
     """Proposals of LINE (every line's without), newest first; STATUS: only those."""
     if status is not None and status not in STATUSES:
-        raise ValueError(f"a proposal's status is one of {', '.join(STATUSES)}")
+        raise InvalidName("proposal status", status, f"use one of {', '.join(STATUSES)}")
     p = s.proposals.c
     q = sa.select(s.proposals)
     if line is not None:

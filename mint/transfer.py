@@ -35,7 +35,6 @@ from mint.errors import (
 from mint.gates.contracts import contract_row, receive_contract
 from mint.gates.evaluations import evaluation_values, insert_evaluation
 from mint.ids import Action, Kind, RefKind, iso, utcnow
-from mint.proposals import open_received
 from mint.refs import RefsContainer, check_name
 from mint.refs.tags import tag_in
 from mint.repo import Repo
@@ -76,7 +75,6 @@ class ImportResult:
     present: list[str]  # commit ids that were already here
     heads: list[HeadMoved] = field(default_factory=list)
     tags: list[TagMade] = field(default_factory=list)
-    proposals: list = field(default_factory=list)  # mint.objects.Proposal, one per offered
 
 
 # --- what to send ------------------------------------------------------------------
@@ -205,11 +203,11 @@ def import_objects(
     admission: Admission | None = None,
     heads: list[HeadMove] | None = None,
     tags: list[tuple[str, str, str | None]] | None = None,
-    proposals: list[tuple[str, str | None, str]] | None = None,
+    also: Callable | None = None,
 ) -> ImportResult:
     """Record the bases, commits and evaluations of PAYLOAD that are not here yet, then make
     the HEADS moves and create the TAGS ((LINE@TAG, target, message)) in the same transaction;
-    PROPOSALS ((commit, head it follows, description)) offer commits to their lines instead.
+    ALSO(conn, commits), if given, writes what goes with them there (a proposal of one).
 
     Every commit is checked first (see mint.arriving); all of it is then checked
     against what is here and recorded in one transaction, which also finds every blob the
@@ -231,8 +229,9 @@ def import_objects(
         by = admission.by or "fetch"
         moved = [_push_head(conn, m, admission, by) for m in heads or []]
         made = [_push_tag(conn, *t, admission, by) for t in tags or []]
-        offered = [open_received(conn, commits, *p, by) for p in proposals or []]
-    return ImportResult(stored, present, moved, made, offered)
+        if also is not None:
+            also(conn, commits)
+    return ImportResult(stored, present, moved, made)
 
 
 def _push_head(conn, m: HeadMove, admission: Admission, by: str) -> HeadMoved:

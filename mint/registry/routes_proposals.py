@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query
 from pydantic import Field
 
 from mint import api, objects, transfer
+from mint.proposals import open_received
 from mint.registry.auth import Contributor, Reader, RepoDep, Writer, check_commit, check_line, need
 from mint.registry.models import Body, Id64, Name
 from mint.registry.render import MintJSON, answer
@@ -39,15 +40,15 @@ def propose(repo: RepoDep, who: Contributor, body: ProposalBody) -> MintJSON:
         add_contracts=False,
         reads_line=who.may_touch if who.lines is not None else None,
     )
-    cid = str(body.commit.get("id", ""))
-    result = transfer.import_objects(
-        repo,
-        {"commits": [body.commit]},
-        pushed_by=who.name,
-        admission=admission,
-        proposals=[(cid, body.base, body.description)],
+    cid, made = str(body.commit.get("id", "")), []
+
+    def offer(conn, commits: list) -> None:
+        made.append(open_received(conn, commits, cid, body.base, body.description, who.name))
+
+    transfer.import_objects(
+        repo, {"commits": [body.commit]}, pushed_by=who.name, admission=admission, also=offer
     )
-    return answer(result.proposals[0])
+    return answer(made[0])
 
 
 @router.get("/proposals", response_model=list_of(objects.Proposal))
