@@ -66,6 +66,9 @@ SAMPLES = {
     "known": ["main", "v1"],
     "blob_id": SHA["a"],
     "actual": SHA["b"],
+    "lines": ["team-a/*"],
+    "scopes": [["team-a/*"], []],
+    "number": 2,
     "report": GateReport(
         CommitId(SHA["c"]),
         "chat",
