@@ -233,7 +233,7 @@ def _refused(answer, status: int, *words: str) -> str:
             ),
             ["base64"],
         ),
-        (_ndjson(_header(), *[_file(f"f{i}.txt", b"x") for i in range(10_000)]), ["at most 1000"]),
+        (_ndjson(_header(), *[_file(f"f{i}.txt", b"x") for i in range(10_000)]), ["at most 5000"]),
     ],
     ids=["not-json", "no-header", "unknown-op", "dotdot", "absolute", "base64", "10000-files"],
 )

@@ -34,7 +34,7 @@ WEIGHTS = "adapter_model.safetensors"
 # Pickled weights a loader would pick up (PEFT's adapter_model.bin, transformers'
 # pytorch_model*.bin) are refused. Any other pickle (the Trainer's training_args.bin) is kept as
 # an inert file of the commit, marked as a pickle wherever files are listed; mint never loads it.
-MAX_FILES = 1_000  # files in an adapter folder, at most (PEFT writes a few; more is no adapter)
+MAX_FILES = 5_000  # files in an adapter folder, at most (PEFT writes a few; more is no adapter)
 _PICKLED_WEIGHTS = re.compile(r"^(adapter_model|pytorch_model)([-.].*)?$")
 SUPPORTED_PEFT_TYPES = ("LORA",)
 # How PEFT names a LoRA tensor in a saved adapter: <module>.<lora part>[.weight|.bias]
