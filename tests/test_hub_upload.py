@@ -356,6 +356,30 @@ def test_without_hf_hub_disable_xet_the_user_is_told_to_set_it(hub, models):
     assert said.startswith("mint registries do not speak Xet: set HF_HUB_DISABLE_XET=1")
 
 
+def test_an_upload_no_commit_names_is_garbage_with_what_it_learnt(hub, models):
+    import httpx
+    import sqlalchemy as sa
+
+    from mint import schema as s
+
+    weights = (models["a3"] / "adapter_model.safetensors").read_bytes()
+    oid = hashlib.sha256(weights).hexdigest()
+    if hub.repo.store.has(oid):
+        pytest.skip("another test committed these weights")
+    href = _batch(hub, "team-b/abandoned", oid, len(weights))["actions"]["upload"]["href"]
+    assert httpx.put(href, content=weights).status_code == 200
+
+    def learnt() -> int:
+        with hub.repo.db.read() as conn:
+            h = s.hub_uploads.c
+            return len(conn.execute(sa.select(h.blob_id).where(h.blob_id == oid)).all())
+
+    assert hub.repo.store.has(oid) and learnt() == 1  # its pass read the tensors
+    assert oid in api.gc(hub.repo, grace_seconds=0).blobs
+    assert not hub.repo.store.has(oid) and learnt() == 0
+    assert api.fsck(hub.repo).ok
+
+
 # --- an S3 store: the client PUTs to the bucket, the registry verifies before publishing ------
 
 

@@ -129,9 +129,10 @@ async def create_repo(request: Request) -> Response:
         with request.app.state.repo.db.write() as conn:
             made = RefsContainer(conn).create_line(line, Kind.ADAPTER)
     url = repo_url(request, line)
-    if not made:
+    if not made:  # the Hub's 409 names the repo's URL too: exist_ok reads it
         why = f"{line} exists already (create_repo(exist_ok=True) takes it)"
-        raise HubMiss("RepoExists", why, status=409)
+        headers = {"X-Error-Code": "RepoExists", "X-Error-Message": why}
+        return JSONResponse({"error": why, "url": url}, status_code=409, headers=headers)
     return JSONResponse({"url": url, "name": line, "id": line})
 
 
