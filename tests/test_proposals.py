@@ -229,6 +229,11 @@ def test_mint_commit_and_set_derive_propose_through_the_registry(hub, models, tm
     assert {m.label: m.commit_id for m in derived.members}["chat"] == api.resolve(
         hub.repo, "team-a/expert"
     )
+    n = offered["proposal"]
+    refused = cli(hub, "reader", "proposal", "close", "team-a/macaron", n)
+    assert refused.code == 1 and "contributor role" in refused.err
+    closed = cli(hub, "contrib", "proposal", "close", "team-a/macaron", n, "--json")
+    assert closed.code == 0 and closed.json()["status"] == "closed", closed
 
 
 def test_a_local_repository_proposes_and_merges_too(repo, models, mint):
