@@ -26,6 +26,8 @@ Registry       token_create, token_ls, token_revoke, protect, unprotect, protect
 Webhooks       webhook_add, webhook_ls, webhook_rm, webhook_deliveries
 Signing        key_generate, key_add, key_ls, key_rm, key_limit, verify, verify_folder,
                signature_prune
+Proposals      proposal_ls, proposal_show, proposal_merge, proposal_close (and commit's,
+               set_derive's propose=)
 
 The operations are imported on first use, so that `mint --help` and `mint --version` start
 without loading the database layer.
@@ -141,6 +143,10 @@ _OPERATIONS: dict[str, tuple[str, str, str]] = {
     "verify": ("mint.signing.commits", "verify", _ANY),
     "verify_folder": ("mint.porcelain.signed", "verify_folder", _ONCE),
     "webhook_deliveries": ("mint.team.webhooks", "webhook_deliveries", _ANY),
+    "proposal_ls": ("mint.proposals", "proposal_ls", _ANY),
+    "proposal_show": ("mint.proposals", "proposal_show", _ANY),
+    "proposal_merge": ("mint.proposals", "proposal_merge", _ANY),
+    "proposal_close": ("mint.proposals", "proposal_close", _ANY),
 }
 
 __all__ = [
@@ -192,6 +198,10 @@ __all__ = [
     "merge_replay",
     "open_repo",
     "promote",
+    "proposal_close",
+    "proposal_ls",
+    "proposal_merge",
+    "proposal_show",
     "protect",
     "protected_ls",
     "pull",
@@ -327,6 +337,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from mint.porcelain.merge import merge, merge_replay
     from mint.porcelain.pull import pull
     from mint.porcelain.signed import verify_folder
+    from mint.proposals import proposal_close, proposal_ls, proposal_merge, proposal_show
     from mint.refs.remote_refs import remote_refs, remote_refs_forget
     from mint.refs.tags import tag, tag_delete, tag_list
     from mint.remote.config import login, remote_add, remote_ls, remote_remove

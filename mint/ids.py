@@ -28,6 +28,7 @@ __all__ = [
     "Role",
     "as_utc",
     "canonical_json",
+    "is_pickle",
     "iso",
     "object_id",
     "utcnow",
@@ -58,6 +59,7 @@ class Action(StrEnum):
     ROLLBACK = "rollback"
     DELETE = "delete"
     PUSH = "push"
+    MERGE = "merge"  # a line's head moved to a proposal's commit (issue 37)
     CANARY_START = "canary-start"
     CANARY_STOP = "canary-stop"
     FLEET_DIVERGED = "fleet-diverged"
@@ -85,12 +87,23 @@ class EvalSource(StrEnum):
     EVALUATOR = "evaluator"  # the contract's evaluator, run by mint
     MANUAL = "manual"  # --metric values computed elsewhere
     ROUTE_EVAL = "route-eval"  # the runtime's routing accuracy
+    MODEL_CARD = "model-card"  # a pushed model card's model-index results (the trainer's claim)
     LM_EVAL = "lm-eval"  # lm-evaluation-harness's results file (mint.gates.harness)
     INSPECT = "inspect"  # inspect_ai's log
 
 
 # The sources whose evaluations hold every metric the harness wrote, not only the contract's.
 HARNESS_SOURCES = frozenset({EvalSource.LM_EVAL, EvalSource.INSPECT})
+
+
+# Files named as pickles. mint never loads one: pickled weights are refused at the door
+# (mint.commits.adapter), any other (the Trainer's training_args.bin) kept as inert bytes.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+
+
+def is_pickle(path: str) -> bool:
+    """Whether PATH is named as a pickle: kept as bytes, never loaded by mint."""
+    return path.lower().endswith(PICKLE_SUFFIXES)
 
 
 def canonical_json(obj: Any) -> bytes:

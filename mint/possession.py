@@ -49,7 +49,9 @@ def grant(conn, token: str, blob_id: str) -> None:
 
 
 def forget(conn, blob_ids: list[str]) -> None:
-    """Drop the grants of BLOB_IDS (gc deleted them: a grant is of bytes that are stored)."""
-    g = s.blob_grants.c.blob_id
+    """Drop the grants of BLOB_IDS (gc deleted them: a grant is of bytes that are stored), and
+    what an upload learnt of those bytes (`hub_uploads`)."""
+    g, h = s.blob_grants.c.blob_id, s.hub_uploads.c.blob_id
     for i in range(0, len(blob_ids), IN_CHUNK):
         conn.execute(s.blob_grants.delete().where(g.in_(blob_ids[i : i + IN_CHUNK])))
+        conn.execute(s.hub_uploads.delete().where(h.in_(blob_ids[i : i + IN_CHUNK])))

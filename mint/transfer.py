@@ -151,17 +151,9 @@ def _base_wire(conn, name: str) -> dict:
 
 def _evaluations_wire(conn, ids: list[str]) -> list[dict]:
     e, c = s.evaluations.c, s.contracts.c
-    q = (
-        sa.select(
-            s.evaluations,
-            c.name.label("c_name"),
-            c.version.label("c_version"),
-            c.source.label("c_source"),
-        )
-        .join(s.contracts, c.id == e.contract_id)
-        .where(e.commit_id.in_(ids))
-        .order_by(e.id)
-    )
+    named = (c.name.label("c_name"), c.version.label("c_version"), c.source.label("c_source"))
+    q = sa.select(s.evaluations, *named).join(s.contracts, c.id == e.contract_id)
+    q = q.where(e.commit_id.in_(ids)).order_by(e.id)
     return (
         [
             {
@@ -209,9 +201,11 @@ def import_objects(
     admission: Admission | None = None,
     heads: list[HeadMove] | None = None,
     tags: list[tuple[str, str, str | None]] | None = None,
+    also: Callable | None = None,
 ) -> ImportResult:
     """Record the bases, commits and evaluations of PAYLOAD that are not here yet, then make
-    the HEADS moves and create the TAGS ((LINE@TAG, target, message)) in the same transaction.
+    the HEADS moves and create the TAGS ((LINE@TAG, target, message)) in the same transaction;
+    ALSO(conn, commits), if given, writes what goes with them there (a proposal of one).
 
     Every commit is checked first (see mint.arriving); all of it is then checked
     against what is here and recorded in one transaction, which also finds every blob the
@@ -233,6 +227,8 @@ def import_objects(
         by = admission.by or "fetch"
         moved = [_push_head(conn, m, admission, by) for m in heads or []]
         made = [_push_tag(conn, *t, admission, by) for t in tags or []]
+        if also is not None:
+            also(conn, commits)
     return ImportResult(stored, present, moved, made, kept)
 
 

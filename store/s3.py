@@ -37,12 +37,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from mint.store.base import CHUNK, BlobId, PutResult, check_blob_id, is_blob_id
 from mint.store.cache import DEFAULT_CACHE_BYTES, BlobCache
-from mint.store.errors import (
-    BlobChanged,
-    BlobCorrupt,
-    BlobMissing,
-    StoreUnavailable,
-)
+from mint.store.errors import BlobChanged, BlobCorrupt, BlobMissing, StoreUnavailable
+from mint.store.s3_uploads import PresignedUploads
 
 if TYPE_CHECKING:
     from mint.store.base import ChunkObserver
@@ -70,8 +66,11 @@ def _b64(hex_digest: str) -> str:
     return base64.b64encode(bytes.fromhex(hex_digest)).decode()
 
 
-class S3ObjectStore:
+class S3ObjectStore(PresignedUploads):
     """Content-addressed blobs in `s3://BUCKET/PREFIX/`, with a local verified cache."""
+
+    def errors(self, blob_id: str | None = None):
+        return _errors(blob_id)  # botocore's errors as the store's (for PresignedUploads)
 
     def __init__(
         self,

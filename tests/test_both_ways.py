@@ -616,6 +616,12 @@ EXCLUDED: dict[str, str] = {
     "key ls": "tests/test_signing.py lists keys locally and on a registry",
     "key rm": "tests/test_signing.py removes keys locally and on a registry",
     "verify": "tests/test_signing.py verifies commits locally and against a registry's keys",
+    # Proposals: tests/test_proposals.py makes, lists, shows, merges and closes them through
+    # a registry (the Hub's API and `mint --repo URL`) and in a local repository.
+    "proposal ls": "tests/test_proposals.py lists proposals through a registry",
+    "proposal show": "tests/test_proposals.py shows a proposal through a registry",
+    "proposal merge": "tests/test_proposals.py merges through a registry and locally",
+    "proposal close": "tests/test_proposals.py closes through the Hub's API and the CLI",
     # A server that runs until stopped; tests/test_traces_remote.py serves from a registry.
     "serve": "a long-running server (tests/test_traces_remote.py runs it with --repo URL)",
 }

@@ -71,6 +71,9 @@ SAMPLES = {
     "limit": 4096,
     "seconds": 15.0,
     "lagging": ["r2 serves aaaaaaaaaaaa (failed 2026-12-03T14:03:09: NotVerified: unsigned)"],
+    "lines": ["team-a/*"],
+    "scopes": [["team-a/*"], []],
+    "number": 2,
     "report": GateReport(
         CommitId(SHA["c"]),
         "chat",

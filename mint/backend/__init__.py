@@ -71,7 +71,9 @@ class Backend(Protocol):
     def pulled(self, repo_id: str, sha: str, path: str | None = None) -> CommitInfo | None:
         """The commit that holds hub commit SHA of REPO_ID (a set member's: folder PATH)."""
 
-    def contract_show(self, name: str, version: int | None = None) -> Contract: ...
+    def contract_show(
+        self, name: str, version: int | None = None, line: str | None = None
+    ) -> Contract: ...
     def evaluations_of(self, rev: str) -> list[Evaluation]: ...
     def status(
         self, *, limit: int | None = None, after: str | None = None
@@ -103,6 +105,13 @@ class Backend(Protocol):
         """Store the blobs, then the commit, and move its line's head from HEAD to it by
         compare-and-swap; SIGNATURES (bundles) are checked and kept in the same transaction
         (`mint.signing.stored`), and none of it is stored if one is refused."""
+
+    def propose(
+        self, new: NewCommit, head: str | None, staged: Staged, description: str = ""
+    ) -> CommitResult:
+        """Store the blobs, then the commit, and offer it to its line as a proposal
+        (`refs/pr/N`, the result's `proposal`); no head moves. HEAD: the line's head it is
+        proposed on."""
 
     def take_back(self, recorded: list[tuple[str, str | None, str]]) -> None:
         """Undo commits this process just made, each (line, head before, commit), where the

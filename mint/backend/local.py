@@ -73,6 +73,10 @@ REPOSITORY_OPERATIONS: dict[str, tuple[str, str]] = {
     "signature_prune": ("mint.signing.stored", "signature_prune"),
     "verify": ("mint.signing.commits", "verify"),
     "attach_signatures": ("mint.signing.commits", "attach_signatures"),
+    "proposal_ls": ("mint.proposals", "proposal_ls"),
+    "proposal_show": ("mint.proposals", "proposal_show"),
+    "proposal_merge": ("mint.proposals", "proposal_merge"),
+    "proposal_close": ("mint.proposals", "proposal_close"),
 }
 
 
@@ -176,6 +180,12 @@ class LocalBackend:
                 return sum(attach_any(conn, cid, bundle, SIGNATURE_FILE) for bundle in signatures)
 
         return record(self.repo, new, head, staged.store, also)
+
+    def propose(self, new: NewCommit, head: str | None, staged, description: str = ""):
+        """`Backend.propose`: the commit and its proposal in one transaction; no head moves."""
+        from mint.proposals import record_proposal
+
+        return record_proposal(self.repo, new, head, staged.store, description)
 
     def take_back(self, recorded: list[tuple[str, str | None, str]]) -> None:
         """Undo commits this process just made, each (line, head before, commit), newest

@@ -40,6 +40,7 @@ COMMANDS = {
     **dict.fromkeys(("clone", "fetch", "login", "logout", "push", "remote"), "remote_cmds"),
     **dict.fromkeys(("key", "signature", "verify"), "key_cmds"),
     "config": "config_cmds",
+    "proposal": "proposal_cmds",
 }
 
 

@@ -106,12 +106,28 @@ def _registry_hints(e) -> dict:
         e.RegistryUnreachable: "check the URL, and that `mint registry serve` runs there",
         e.NotFastForward: "fetch, then push again (or --force, as a maintainer)",
         e.MissingObjects: "push what it refers to first (mint push sends it all in order)",
-        e.ContractConflict: "a recorded contract version never changes: `mint contract add` "
-        "the registry's version (`mint contract show NAME` there), or ask an admin",
         e.NotConverged: lambda x: f"the move is made; see `mint fleet {x.ref}`",
         e.TooManyInstances: "stop reporting from instances that are gone, or ask the admin "
         "for a higher `registry serve --max-instances-per-token`",
+        e.ContractConflict: _contract_conflict_hint,
+        e.ProposalStale: "propose it again on the line's head (`mint commit LINE DIR --propose`)",
+        e.ProposalClosed: "see `mint proposal ls LINE`; propose again to reopen the work",
+        e.NothingToPropose: "change the folder first: a proposal offers a new commit",
+        e.ContractAmbiguous: "name the line it is for (--line LINE), or give each team's "
+        "contract its own name",
     }
+
+
+def _contract_conflict_hint(x) -> str:
+    """Both cases: a contract for every line meets the registry's (another team's, perhaps:
+    scope yours to your lines), or the same team's contract was changed here (adopt theirs)."""
+    adopt = (
+        "if it is the registry's contract, `mint contract add` its version (`mint contract "
+        "show NAME --repo URL`); a recorded version never changes"
+    )
+    if x.lines:
+        return f"{adopt}, or an admin adds yours as a new version"
+    return f'if it is your team\'s own, scope it with lines = ["TEAM/*"]; {adopt}'
 
 
 def _signing_hints(e) -> dict:

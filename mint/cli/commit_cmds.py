@@ -34,15 +34,22 @@ from mint.cli.key_cmds import password_from, password_option
 )
 @sign_option("Sign the commit (model-signing format) with this private key.")
 @password_option
+@click.option(
+    "--propose",
+    is_flag=True,
+    help="Offer it to LINE as a proposal (its writers merge it); the head does not move.",
+)
 @json_option
 @click.pass_obj
-def commit(ctx, line, directory, message, meta, base_name, sign_key, password_env, as_json):
+def commit(
+    ctx, line, directory, message, meta, base_name, sign_key, password_env, propose, as_json
+):
     """Record the PEFT adapter folder DIRECTORY as a new commit on LINE (a model.sig in it is
     kept as the commit's signature)."""
     pairs, password = parse_pairs(meta, "--meta"), password_from(password_env)
     sign_key = sign_key_from(sign_key)  # given no path: the configured signing.key
     r = None
-    if not ctx.is_remote:
+    if not ctx.is_remote and not propose:
         # Before the database layer loads (mint.commits.early): an unchanged folder is
         # answered from the stat cache (unless signed: --sign signs the head), and a changed
         # one starts copying into the store.
@@ -69,6 +76,7 @@ def commit(ctx, line, directory, message, meta, base_name, sign_key, password_en
             base=base_name,
             sign=sign_key,
             sign_password=password,
+            propose="" if propose else None,
         )
     finally:
         if "mint.commits.early" in sys.modules:  # what the commit did not claim is dropped
@@ -77,11 +85,21 @@ def commit(ctx, line, directory, message, meta, base_name, sign_key, password_en
         _check_dataset(ctx.repo(), pairs["data"])
     if as_json:
         return emit_json(r)
+    echo(_committed(r, line, directory, sign_key))
+
+
+def _committed(r, line: str, directory, sign_key) -> str:
+    """What `mint commit` says of its result R."""
+    if r.proposal is not None:
+        return f"proposed {short(r.id)} to {line}: proposal {r.proposal} (refs/pr/{r.proposal})"
     if not r.created and (sign_key or r.signed):  # the head signed: no new commit
-        return echo(head_signed(r, f"{directory} is identical to it"))
+        return head_signed(r, f"{directory} is identical to it")
     if not r.created:
-        return echo(f"nothing to commit: {directory} is identical to {line} ({short(r.id)})")
-    echo(r.id)
+        return f"nothing to commit: {directory} is identical to {line} ({short(r.id)})"
+    return r.id
+
+
+PICKLE_MARK = "  (a pickle: kept as bytes, never loaded)"
 
 
 def _check_dataset(repo, data: str) -> None:
@@ -236,7 +254,11 @@ def show_fields(d, rev: str, listed: bool) -> list[tuple[str, list[str]]]:
     if d.members:
         rows = [[m.role, m.label, short(m.commit_id), f"({m.requested})"] for m in d.members]
         out.append(("members", _columns(rows)))
-    rows = [[short(f.sha256), f"{f.size:,}", path] for path, f in d.files.items()]
+    pickles = set(getattr(d, "pickles", ()))  # a registry before issue 37 sends none
+    rows = [
+        [short(f.sha256), f"{f.size:,}", path + (PICKLE_MARK if path in pickles else "")]
+        for path, f in d.files.items()
+    ]
     out.append(("files", _columns(rows, right={1})))
     out += tensor_fields(d, rev, listed)
     return out

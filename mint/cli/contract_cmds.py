@@ -31,15 +31,19 @@ def contract_add(repo, file, as_json) -> None:
 @contract.command("show")
 @click.argument("name")
 @click.option("--version", "version", type=int, help="A specific version (default: the latest).")
+@click.option(
+    "--line", "line", help="Of the contracts named NAME for several teams, the one for LINE."
+)
 @json_option
 @with_repo
-def contract_show(repo, name, version, as_json) -> None:
+def contract_show(repo, name, version, line, as_json) -> None:
     """One contract version."""
-    c = api.contract_show(repo, name, version)
+    c = api.contract_show(repo, name, version, line)
     if as_json:
         return emit_json(c)
     echo(f"contract {c.name} v{c.version}  ({c.id})")
     echo(f"channel:   {c.channel}\nrequires:  {', '.join(c.requires) or '-'}")
+    echo(f"lines:     {', '.join(c.lines) if c.lines else 'every line'}")
     evaluator = _evaluator_text(c.evaluator)
     echo(f"approvals: {c.approvals}\nevaluator: {evaluator}")
     for m in c.metrics:

@@ -10,7 +10,7 @@ from mint import api
 from mint.cli._common import current_user, json_option
 from mint.cli._output import echo, emit_json, safe, table, warn
 
-ROLES = click.Choice(["reader", "writer", "maintainer", "admin"])
+ROLES = click.Choice(["reader", "contributor", "writer", "maintainer", "admin"])
 MOVE_ROLES = click.Choice(["writer", "maintainer", "admin"])
 
 

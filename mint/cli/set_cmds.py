@@ -62,9 +62,14 @@ def set_commit(repo, file, message, sign_key, password_env, as_json) -> None:
 @click.option("-m", "--message", help="What this version of the set is.")
 @sign_option
 @password_option
+@click.option(
+    "--propose",
+    is_flag=True,
+    help="Offer it to the set's line as a proposal (its owners merge it).",
+)
 @json_option
 @with_repo
-def set_derive(repo, rev, uses, message, sign_key, password_env, as_json) -> None:
+def set_derive(repo, rev, uses, message, sign_key, password_env, propose, as_json) -> None:
     """Commit SET_REV's set with some members replaced, on its line (no mol.toml needed)."""
     pairs = parse_pairs(uses, "--use")
     r = api.set_derive(
@@ -75,9 +80,12 @@ def set_derive(repo, rev, uses, message, sign_key, password_env, as_json) -> Non
         author=current_user(),
         sign=sign_key_from(sign_key),
         sign_password=password_from(password_env),
+        propose="" if propose else None,
     )
     if as_json:
         return emit_json(r)
+    if r.proposal is not None:
+        return echo(f"proposed {short(r.id)} to {r.line}: proposal {r.proposal}")
     if r.created:
         return echo(r.id)
     if sign_key is not None:

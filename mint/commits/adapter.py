@@ -26,11 +26,16 @@ from mint.commits.safetensors import (
 from mint.commits.statcache import FileStat, StatCache
 from mint.commits.targets import ranks, targeted
 from mint.errors import InvalidAdapter, NotAnAdapter, PickleRefused, UnsafePath
+from mint.ids import is_pickle
 from mint.store import sha256_file
 
 CONFIG = "adapter_config.json"
 WEIGHTS = "adapter_model.safetensors"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+# Pickled weights a loader would pick up (PEFT's adapter_model.bin, transformers'
+# pytorch_model*.bin) are refused. Any other pickle (the Trainer's training_args.bin) is kept as
+# an inert file of the commit, marked as a pickle wherever files are listed; mint never loads it.
+MAX_FILES = 5_000  # files in an adapter folder, at most (PEFT writes a few; more is no adapter)
+_PICKLED_WEIGHTS = re.compile(r"^(adapter_model|pytorch_model)([-.].*)?$")
 SUPPORTED_PEFT_TYPES = ("LORA",)
 # How PEFT names a LoRA tensor in a saved adapter: <module>.<lora part>[.weight|.bias]
 _LORA_KEY = re.compile(
@@ -70,6 +75,12 @@ class HashedAdapter:
     tensor_hashes: dict[str, str] = field(default_factory=dict)
 
 
+def is_pickled_weights(path: str) -> bool:
+    """Whether PATH is pickled weights that a loader (PEFT, transformers) would load."""
+    name = path.rsplit("/", 1)[-1]
+    return is_pickle(path) and _PICKLED_WEIGHTS.match(name.lower()) is not None
+
+
 def safe_relpath(path: str) -> str:
     """Return `path` if it is a safe relative POSIX path inside a folder, else raise."""
     p = PurePosixPath(path)
@@ -103,12 +114,14 @@ def scan_adapter(root: str | Path, *, cache: StatCache | None = None) -> Scanned
 
 def walk_adapter(root: str | Path) -> tuple[Path, list[ScannedFile], int]:
     """The folder's files as `lstat` finds them, and when it looked (time.time_ns, before):
-    regular files only, no pickles, a config and weights among them. Reads no file."""
+    regular files only, no pickled weights, a config and weights among them. Reads no file."""
     root = Path(root)
     if not root.is_dir():
         raise InvalidAdapter(root, "not a folder")
     seen_ns = time.time_ns()
     files = _walk(root)
+    if len(files) > MAX_FILES:
+        raise InvalidAdapter(root, f"{len(files)} files: an adapter holds at most {MAX_FILES}")
     names = {f.path for f in files}
     if CONFIG not in names:
         raise NotAnAdapter(root, f"no {CONFIG}")
@@ -156,7 +169,7 @@ def _scanned(root: Path, abspath: Path) -> ScannedFile:
         raise InvalidAdapter(root, f"{rel} is a symbolic link; mint stores regular files only")
     if not stat_mode.S_ISREG(st.st_mode):
         raise InvalidAdapter(root, f"{rel} is not a regular file")
-    if abspath.name.lower().endswith(PICKLE_SUFFIXES):
+    if is_pickled_weights(rel):
         raise PickleRefused(root, rel)
     return ScannedFile(rel, abspath, st.st_size, FileStat.of(st))
 

@@ -42,16 +42,19 @@ def line_head(conn, line: str, kind: Kind) -> tuple[str | None, str | None]:
         return None, None
     if row.kind != kind:
         raise WrongKind(f"line {line} holds {row.kind} commits, not {kind}s")
+    if row.head is None:  # made without a commit (the Hub's create_repo)
+        return None, None
     return row.head, rows.commit_row(conn, row.head).tree
 
 
 def record(
-    repo: Repo, new: rows.NewCommit, head: str | None, store_blobs, also=None
+    repo: Repo, new: rows.NewCommit, head: str | None, store_blobs, also=None, advance=True
 ) -> CommitResult:
     """Store the blobs (STORE_BLOBS() returns the bytes written), then insert the commit and
     move the line's head in one transaction that finds every blob in place; ALSO(conn, id),
-    if given, writes what goes with the commit in that transaction (its signatures) and
-    returns how many signatures it kept."""
+    if given, writes what goes with the commit in that transaction (its signatures, or the
+    proposal that offers it to the line: then, without ADVANCE, no head moves) and returns how
+    many signatures it kept."""
     written = store_blobs()
     crash_point("commit.after-blobs")
     for attempt in range(GC_RACE_ATTEMPTS):
@@ -62,8 +65,9 @@ def record(
                     if not repo.store.has(f.sha256):
                         raise BlobMissing(f.sha256)
                 cid = rows.insert_commit(conn, new, dt.datetime.fromisoformat(new.created_at))
-                RefsContainer(conn).advance_head(new.line, new.kind, head, cid)
-                signed = also(conn, cid) if also is not None else 0
+                if advance:
+                    RefsContainer(conn).advance_head(new.line, new.kind, head, cid)
+                signed = (also(conn, cid) if also is not None else 0) or 0
                 crash_point("commit.in-transaction")
             break
         except BlobMissing:  # a gc removed a reused blob before our rows could protect it

@@ -306,18 +306,6 @@ class EvaluationFailed(MintError):
     pass
 
 
-class ContractConflict(MintError):
-    """A contract's name and version arrived with other content than the receiver records
-    under them: a version, once recorded, never changes (an admin adds a new one)."""
-
-    def __init__(self, name: str, version: int, here: str, sent: str):
-        super().__init__(
-            f"contract {name} v{version} differs: the receiving repository has {here[:12]}, "
-            f"the one sent is {sent[:12]}"
-        )
-        self.name, self.version, self.here, self.sent = name, version, here, sent
-
-
 class CanaryOpen(MintError):
     """A channel serves at most one canary at a time."""
 
@@ -484,8 +472,9 @@ class PushRejected(RegistryError):
         self.line, self.ours, self.theirs, self.why = line, ours, theirs, why
 
 
-# --- signing (mint/errors/signing.py), evidence from harnesses and merges (evidence.py) and
-# --- what serves (fleet.py): imported after the classes their errors derive from
+# --- signing (signing.py), evidence from harnesses and merges (evidence.py), what serves
+# --- (fleet.py), contracts per team and proposals (teams.py): imported after the classes
+# --- their errors derive from
 from mint.errors.evidence import (  # noqa: E402, F401 (re-exported)
     InvalidResults,
     MergeMismatch,
@@ -506,4 +495,11 @@ from mint.errors.signing import (  # noqa: E402, F401 (re-exported)
     NotVerified,
     SigningUnavailable,
     UnsignedMembers,
+)
+from mint.errors.teams import (  # noqa: E402, F401 (re-exported)
+    ContractAmbiguous,
+    ContractConflict,
+    NothingToPropose,
+    ProposalClosed,
+    ProposalStale,
 )

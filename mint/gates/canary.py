@@ -194,7 +194,7 @@ def _evidence(conn, entry: int, report: GateReport) -> None:
     contract = None
     if report.contracts:
         name, _, version = report.contracts[0].partition("@v")
-        contract = get_row(conn, name, int(version)).id
+        contract = get_row(conn, name, int(version), report.line).id
     h = s.ref_history.c
     update = s.ref_history.update().where(h.id == entry)
     conn.execute(update.values(contract=contract, evaluations=report.evaluations))

@@ -8,7 +8,7 @@ from mint import schema as s
 from mint.fleet.reads import served_minutes
 from mint.gates import evaluations as ev
 from mint.gates.contracts import get_row
-from mint.gates.reads import Evaluated, guards_evaluated, has_held
+from mint.gates.reads import counted_evaluated, guards_evaluated, has_held
 from mint.ids import CommitId, RefKind
 from mint.objects import Check, GateReport
 from mint.received import shown
@@ -82,7 +82,7 @@ def gate_rows(conn, cid: str, line: str, channel: str, extra, holder: str | None
     guarded = guards_evaluated(conn, line, channel, cid, holder)
     rows = [g.row for g in guarded]
     if extra and extra not in {r.name for r in rows}:
-        guarded.append(_evaluated(conn, get_row(conn, extra), cid, holder))
+        guarded.append(counted_evaluated(conn, get_row(conn, extra, line=line), cid, holder))
         rows.append(guarded[-1].row)
     checks, evals = [], []
     for row, found_id, values, prev in guarded:
@@ -100,16 +100,6 @@ def gate_rows(conn, cid: str, line: str, channel: str, extra, holder: str | None
         checks += [served_check(conn, cid, line, t) for t in row.body.get("served", ())]
     contracts = [f"{r.name}@v{r.version}" for r in rows]
     return GateReport(CommitId(cid), line, channel, holder, contracts, checks, evals), rows
-
-
-def _evaluated(conn, row, cid: str, holder: str | None) -> Evaluated:
-    """`Evaluated` of one contracts ROW (a contract named beside the channel's guards)."""
-    found = ev.latest_evaluation(conn, cid, row.id)
-    prev = ev.latest_evaluation_any_version(conn, holder, row.name) if holder else None
-    prev_metrics = prev.metrics if prev else None
-    return Evaluated(
-        row, found.id if found else None, found.metrics if found else {}, prev_metrics
-    )
 
 
 def missing_evaluation(row) -> Check:

@@ -13,6 +13,7 @@ from mint import received
 from mint import schema as s
 from mint.db import insert_new
 from mint.errors import (
+    ContractAmbiguous,
     ContractConflict,
     Forbidden,
     InvalidConfig,
@@ -21,16 +22,21 @@ from mint.errors import (
     RefConflict,
     RevisionNotFound,
 )
-from mint.ids import ContractId, iso, object_id, utcnow
+from mint.ids import ContractId, EvalSource, iso, object_id, utcnow
 from mint.objects import Contract, ContractAdded
 from mint.refs import check_name
 from mint.refs.revisions import MAX_NAME, SUGGESTIONS, nearest
 from mint.repo import Repo
 from mint.signing.policy import parse_keys
+from mint.team.tokens import check_globs, matches
 
 TOP_KEYS = {"name", "channel", "requires", "approvals", "metric", "evaluator", "lines", "live"}
 TOP_KEYS.add("signature")  # [signature]: issue 23
 TOP_KEYS.add("served")  # [[served]]: issue 38
+TOP_KEYS.add("sources")  # the evaluation sources its gate counts: issue 37
+# A gate counts every source but the model card's results (the trainer's own claim), unless
+# the contract names the sources it counts.
+DEFAULT_SOURCES = tuple(str(x) for x in EvalSource if x != EvalSource.MODEL_CARD)
 METRIC_KEYS = {"name", "min", "max", "max_regression"}
 EVALUATOR_KEYS = {"command", "timeout", "version", "data"}
 HARNESS_KEYS = {"harness", "tasks", "include", "limit", "num_fewshot"}  # docs/harness.md
@@ -85,7 +91,11 @@ def parse_contract(text: str, source: str = "contract") -> dict:
     if lines is not None and not (
         isinstance(lines, list) and all(isinstance(l, str) for l in lines)
     ):
-        raise bad("'lines' must be a list of line names")
+        raise bad("'lines' must be a list of line names or globs (\"team-a/*\")")
+    try:
+        check_globs(lines)
+    except MintError as exc:
+        raise bad(f"lines: {exc}") from None
     body = {
         "name": raw["name"],
         "channel": raw["channel"],
@@ -103,7 +113,38 @@ def parse_contract(text: str, source: str = "contract") -> dict:
         body["signature"] = _signature(raw["signature"], bad)
     if "served" in raw:  # likewise
         body["served"] = [_served(t, bad) for t in _list_of_tables(raw["served"], "served", bad)]
+    if "sources" in raw:  # likewise
+        body["sources"] = _sources(raw["sources"], bad)
     return body
+
+
+def _sources(value, bad) -> list[str]:
+    """`sources`: the evaluation sources whose results the gate counts (default: all but
+    model-card, the model card's results as the trainer wrote them)."""
+    known = [str(x) for x in EvalSource]
+    if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+        raise bad(f"'sources' must be a list of evaluation sources ({', '.join(known)})")
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise bad(
+            f"unknown evaluation source {unknown[0]!r} in sources (known: {', '.join(known)})"
+        )
+    return sorted(set(value))
+
+
+def counted_sources(body: dict) -> tuple[str, ...]:
+    """The evaluation sources a contract's gate counts."""
+    return tuple(body.get("sources") or DEFAULT_SOURCES)
+
+
+def scope_of(lines: list[str] | None) -> str:
+    """A contract's scope: the sha256 of its sorted line globs; '' for every line."""
+    return object_id(sorted(set(lines))) if lines else ""
+
+
+def covers(lines: list[str] | None, line: str) -> bool:
+    """Whether a contract limited to LINES (None or empty: every line) applies to LINE."""
+    return not lines or matches(line, lines)
 
 
 def _list_of_tables(value, key, bad) -> list[dict]:
@@ -278,22 +319,24 @@ def _served(table: dict, bad) -> dict:
 
 
 def contract_add(repo: Repo, path: str | os.PathLike, *, by: str) -> ContractAdded:
-    """Add the contract at PATH, or a new version of it when its content changed."""
+    """Add the contract at PATH, or a new version of it when its content changed. A contract
+    is its name within its scope (its `lines`): versions are numbered per (name, scope)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidConfig(f"cannot read {path}: {exc}") from None
     body = parse_contract(text, str(path))
+    scope = scope_of(body["lines"])
     with repo.db.write() as conn:
-        latest = _latest_row(conn, body["name"])
+        latest = _latest_row(conn, body["name"], scope)
         if latest is not None and latest.body == body:
             return ContractAdded(_contract(latest), created=False)
         version = 1 if latest is None else latest.version + 1
         cid = contract_id(version, body)
         if not insert_new(conn, s.contracts, _new_row(cid, version, body, text, by)):
             # Another writer added a version at the same moment: the same content is a no-op.
-            latest = _latest_row(conn, body["name"])
+            latest = _latest_row(conn, body["name"], scope)
             if latest is not None and latest.body == body:
                 return ContractAdded(_contract(latest), created=False)
             raise RefConflict(f"contract {body['name']}", None, latest.id if latest else None)
@@ -313,6 +356,7 @@ def _new_row(cid: str, version: int, body: dict, text: str, by: str) -> dict:
         channel=body["channel"],
         body=body,
         lines=body["lines"],
+        scope=scope_of(body["lines"]),
         source=text,
         created_at=utcnow(),
         created_by=by,
@@ -328,8 +372,9 @@ def check_version(value: object) -> int:
 
 def receive_contract(conn, wire: object, *, by: str, may_add: bool) -> str:
     """The id of the contract version WIRE ({name, version, source}) names, recorded here
-    when it is new, which needs MAY_ADD (on a registry: an admin's token). The same name and
-    version with other content is a ContractConflict: a recorded version never changes."""
+    when it is new, which needs MAY_ADD (on a registry: an admin's token). The same name,
+    scope and version with other content is a ContractConflict: a recorded version never
+    changes. A contract of the same name for other lines is another contract."""
     if not isinstance(wire, dict) or set(wire) != {"name", "version", "source"}:
         raise InvalidObject(
             f"contract object is {received.shown(wire)}: {{name, version, source}}"
@@ -342,7 +387,8 @@ def receive_contract(conn, wire: object, *, by: str, may_add: bool) -> str:
         raise InvalidObject(f"contract {name} v{version}'s source names {body['name']}")
     cid = contract_id(version, body)
     c = s.contracts.c
-    here = sa.select(c.id).where(c.name == name, c.version == version)
+    scope = scope_of(body["lines"])
+    here = sa.select(c.id).where(c.name == name, c.scope == scope, c.version == version)
     found = conn.execute(here).scalar()
     if found is None:
         if not may_add:
@@ -351,38 +397,47 @@ def receive_contract(conn, wire: object, *, by: str, may_add: bool) -> str:
             return cid
         found = conn.execute(here).scalar()  # another writer recorded it meanwhile
     if found != cid:
-        raise ContractConflict(name, version, found, cid)
+        raise ContractConflict(name, version, found, cid, body["lines"])
     return cid
 
 
-def contract_show(repo: Repo, name: str, version: int | None = None) -> Contract:
+def contract_show(
+    repo: Repo, name: str, version: int | None = None, line: str | None = None
+) -> Contract:
+    """Contract NAME (version VERSION, else its latest); LINE picks among contracts of that
+    name for other lines: the one whose scope covers LINE."""
     with repo.db.read() as conn:
-        return _contract(get_row(conn, name, version))
+        return _contract(get_row(conn, name, version, line))
 
 
 def contract_ls(repo: Repo) -> list[Contract]:
-    """The latest version of every contract."""
+    """The latest version of every contract (of each name, in each scope)."""
+    c = s.contracts.c
     with repo.db.read() as conn:
-        names = [
-            r[0]
-            for r in conn.execute(
-                sa.select(s.contracts.c.name).distinct().order_by(s.contracts.c.name)
-            )
-        ]
-        return [_contract(_latest_row(conn, n)) for n in names]
+        q = sa.select(s.contracts).where(~guard_is_old()).order_by(c.name, c.scope)
+        return [_contract(r) for r in conn.execute(q)]
 
 
-def get_row(conn, name: str, version: int | None = None):
-    q = sa.select(s.contracts).where(s.contracts.c.name == name)
-    row = (
-        conn.execute(q.where(s.contracts.c.version == version)).first()
-        if version
-        else _latest_row(conn, name)
-    )
-    if row is None:
+def get_row(conn, name: str, version: int | None = None, line: str | None = None):
+    """The contracts row of NAME: version VERSION, else the latest. Where contracts of that
+    name are kept for several scopes, the one whose scope covers LINE (the narrowest, a scope
+    of globs before every line's); ContractAmbiguous when that does not pick one."""
+    c = s.contracts.c
+    q = sa.select(s.contracts).where(c.name == name)
+    q = q.where(c.version == version) if version else q.where(~guard_is_old())
+    rows = conn.execute(q.order_by(c.scope)).all()
+    if not rows:
         what = name if not version else f"{name} v{version}"
         raise RevisionNotFound(what, "unknown contract", _near_contracts(conn, name, version))
-    return row
+    if len(rows) == 1:
+        return rows[0]
+    if line is not None:
+        covering = [r for r in rows if covers(r.lines, line)]
+        scoped = [r for r in covering if r.scope]
+        for choice in (scoped, covering):
+            if len(choice) == 1:
+                return choice[0]
+    raise ContractAmbiguous(name, [r.lines or [] for r in rows], line)
 
 
 def _near_contracts(conn, name: str, version: int | None) -> list[str]:
@@ -390,16 +445,17 @@ def _near_contracts(conn, name: str, version: int | None) -> list[str]:
     contract (as "NAME vN"), else the contract names nearest to NAME."""
     c = s.contracts.c
     if version:
-        q = sa.select(c.version).where(c.name == name).order_by(c.version.desc())
+        q = sa.select(c.version).where(c.name == name).order_by(c.version.desc()).distinct()
         versions = list(conn.execute(q.limit(SUGGESTIONS)).scalars())
         if versions:
             return [f"{name} v{v}" for v in versions]
     return nearest(name, conn.execute(sa.select(c.name).distinct()).scalars())
 
 
-def _latest_row(conn, name: str):
-    q = sa.select(s.contracts).where(s.contracts.c.name == name)
-    return conn.execute(q.order_by(s.contracts.c.version.desc()).limit(1)).first()
+def _latest_row(conn, name: str, scope: str):
+    c = s.contracts.c
+    q = sa.select(s.contracts).where(c.name == name, c.scope == scope)
+    return conn.execute(q.order_by(c.version.desc()).limit(1)).first()
 
 
 def contract_row(conn, cid: str):
@@ -407,10 +463,12 @@ def contract_row(conn, cid: str):
 
 
 def guard_is_old():
-    """True of a contracts row when a later version of its contract exists (the latest one
-    alone guards its channel)."""
+    """True of a contracts row when a later version of its contract (its name in its scope)
+    exists: the latest one alone guards its channel."""
     c, later = s.contracts.c, s.contracts.alias("later")
-    return sa.exists().where(later.c.name == c.name, later.c.version > c.version)
+    return sa.exists().where(
+        later.c.name == c.name, later.c.scope == c.scope, later.c.version > c.version
+    )
 
 
 def _contract(row) -> Contract:
@@ -430,4 +488,5 @@ def _contract(row) -> Contract:
         b.get("live"),
         b.get("signature"),
         b.get("served"),
+        b.get("sources"),
     )

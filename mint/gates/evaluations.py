@@ -7,6 +7,7 @@ import math
 import sqlalchemy as sa
 
 from mint import schema as s
+from mint.commits import rows
 from mint.commits.indexes import index_evaluation
 from mint.errors import EvaluationFailed, InvalidObject
 from mint.gates.contracts import contract_row, get_row
@@ -33,7 +34,7 @@ def record(
     """Record an evaluation of REV under the current version of CONTRACT."""
     with repo.db.write() as conn:
         cid = resolve(conn, rev).id
-        row = get_row(conn, contract)
+        row = get_row(conn, contract, line=rows.commit_row(conn, cid).line)
         values = evaluation_values(
             row.body, metrics, source=source, evaluator=evaluator, data_hash=data_hash, by=by
         )
@@ -188,11 +189,13 @@ def latest_evaluation(conn, commit_id: str, contract_id: str):
     return conn.execute(q.order_by(s.evaluations.c.id.desc()).limit(1)).first()
 
 
-def latest_evaluation_any_version(conn, commit_id: str, name: str):
+def latest_evaluation_any_version(conn, commit_id: str, name: str, scope: str = ""):
+    """The latest evaluation of COMMIT_ID under any version of contract NAME in SCOPE."""
+    c = s.contracts.c
     q = (
         sa.select(s.evaluations)
-        .join(s.contracts, s.contracts.c.id == s.evaluations.c.contract_id)
-        .where(s.evaluations.c.commit_id == commit_id, s.contracts.c.name == name)
+        .join(s.contracts, c.id == s.evaluations.c.contract_id)
+        .where(s.evaluations.c.commit_id == commit_id, c.name == name, c.scope == scope)
     )
     return conn.execute(
         q.order_by(s.contracts.c.version.desc(), s.evaluations.c.id.desc()).limit(1)

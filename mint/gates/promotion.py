@@ -26,7 +26,7 @@ from mint.errors import (
 from mint.faults import crash_point
 from mint.gates import reads
 from mint.gates.checks import channel_holder, gate_report, gate_rows, has_held, metric_checks
-from mint.gates.contracts import get_row
+from mint.gates.contracts import contract_row
 from mint.gates.evaluations import latest_evaluation_any_version
 from mint.gates.history import move_of
 from mint.ids import Action, CanaryOutcome, CommitId, RefKind, iso, utcnow
@@ -63,10 +63,10 @@ def gate(repo: Repo, rev: str, channel: str, contract: str | None = None) -> Gat
 def evaluation_checks(repo: Repo, ev: Evaluation) -> Evaluation:
     """Attach the per-metric table for the contract's channel on the commit's line."""
     with repo.db.read() as conn:
-        row = get_row(conn, ev.contract, ev.version)
+        row = contract_row(conn, ev.contract_id)
         line = line_of(conn, ev.commit_id)
         holder = channel_holder(conn, line, row.channel)
-        prev = latest_evaluation_any_version(conn, holder, row.name) if holder else None
+        prev = latest_evaluation_any_version(conn, holder, row.name, row.scope) if holder else None
         checks = metric_checks(row.body, ev.metrics, prev.metrics if prev else None, holder)
     return dataclasses.replace(ev, checks=checks)
 

@@ -14,8 +14,8 @@ from typing import NamedTuple
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint.gates.contracts import guard_is_old
-from mint.ids import RefKind
+from mint.gates.contracts import counted_sources, covers, guard_is_old
+from mint.ids import EvalSource, RefKind
 from mint.refs.container import Ref, ref_of
 
 
@@ -118,12 +118,14 @@ class Evaluated(NamedTuple):
 @functools.cache
 def _guards_evaluated():
     c, e, named = s.contracts.c, s.evaluations.c, s.contracts
+    counted = e.source != EvalSource.MODEL_CARD  # a contract naming its `sources`: in Python
     latest = sa.select(e.id).where(e.commit_id == sa.bindparam("cid"), e.contract_id == c.id)
-    latest = latest.order_by(e.id.desc()).limit(1).correlate(named)
+    latest = latest.where(counted).order_by(e.id.desc()).limit(1).correlate(named)
     version = s.contracts.alias("version")
     held = sa.select(e.metrics).join(version, version.c.id == e.contract_id)
-    held = held.where(e.commit_id == sa.bindparam("holder", type_=e.commit_id.type))
-    held = held.where(version.c.name == c.name).order_by(version.c.version.desc(), e.id.desc())
+    held = held.where(e.commit_id == sa.bindparam("holder", type_=e.commit_id.type), counted)
+    held = held.where(version.c.name == c.name, version.c.scope == c.scope)
+    held = held.order_by(version.c.version.desc(), e.id.desc())
     q = sa.select(
         named,
         latest.scalar_subquery().label("found_id"),
@@ -140,9 +142,26 @@ def guards_evaluated(conn, line: str, channel: str, cid: str, holder: str | None
     params = dict(cid=cid, holder=holder, channel=channel)
     return [
         Evaluated(r, r.found_id, r.found_metrics, r.holder_metrics)
+        if "sources" not in r.body
+        else counted_evaluated(conn, r, cid, holder)
         for r in conn.execute(_guards_evaluated(), params)
-        if not r.lines or line in r.lines
+        if covers(r.lines, line)
     ]
+
+
+def counted_evaluated(conn, row, cid: str, holder: str | None) -> Evaluated:
+    """`Evaluated` of one contracts ROW, counting only the evaluation sources it counts."""
+    e, c = s.evaluations.c, s.contracts.c
+    sources = counted_sources(row.body)
+    q = sa.select(e.id, e.metrics).where(e.commit_id == cid, e.contract_id == row.id)
+    found = conn.execute(q.where(e.source.in_(sources)).order_by(e.id.desc()).limit(1)).first()
+    prev = None
+    if holder is not None:
+        q = sa.select(e.metrics).join(s.contracts, c.id == e.contract_id)
+        q = q.where(e.commit_id == holder, c.name == row.name, c.scope == row.scope)
+        q = q.where(e.source.in_(sources)).order_by(c.version.desc(), e.id.desc())
+        prev = conn.execute(q.limit(1)).scalar()
+    return Evaluated(row, found.id if found else None, found.metrics if found else {}, prev)
 
 
 @functools.cache

@@ -13,9 +13,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mint.commits.adapter import CONFIG, PICKLE_SUFFIXES, WEIGHTS, safe_relpath
+from mint.commits.adapter import CONFIG, WEIGHTS, safe_relpath
 from mint.errors import InvalidConfig, NotAHubAdapter, PickleRefused
 from mint.hf.client import HubClient
+from mint.ids import PICKLE_SUFFIXES
 from mint.sets.mol import MOL, MolFile, parse_mol, render_mol
 from mint.signing import SIGNATURE_FILE
 

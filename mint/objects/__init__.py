@@ -22,7 +22,7 @@ from mint.ids import (  # noqa: F401
     RefKind,
     Role,
 )
-from mint.objects import _commits, _fleet, _gates, _lazy, _loop, _signing  # noqa: F401
+from mint.objects import _commits, _fleet, _gates, _lazy, _loop, _proposals, _signing  # noqa: F401
 
 __all__ = sorted(_lazy.PENDING)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import TYPE_CHECKING
 
-from mint.ids import CommitId, Kind, RefKind, Role
+from mint.ids import CommitId, Kind, RefKind, Role, is_pickle
 from mint.objects._lazy import frozen
 
 if TYPE_CHECKING:
@@ -105,6 +105,12 @@ class CommitDetail:
     tensor_count: int = 0
     tensor_bytes: int = 0
 
+    @property
+    def pickles(self) -> list[str]:
+        """The files named as pickles (the Trainer's training_args.bin): kept as inert bytes
+        of the commit, never loaded by mint."""
+        return sorted(p for p in self.files if is_pickle(p))
+
 
 @frozen
 class CommitResult:
@@ -114,6 +120,7 @@ class CommitResult:
     created: bool  # False when the content equalled the head and nothing was recorded
     bytes_written: int = 0
     signed: int = 0  # signatures kept with the commit by this call (mint.signing.stored)
+    proposal: int | None = None  # N of refs/pr/N: the commit was proposed to the line (issue 37)
 
 
 @frozen

@@ -26,6 +26,8 @@ class Contract:
     live: dict | None = None  # [live]: min_score, max_drop, min_traces, ... (those given)
     signature: dict | None = None  # [signature]: required, keys (names of trusted keys)
     served: list[dict] | None = None  # [[served]]: channel, min_minutes, min_instances
+    sources: list[str] | None = None  # the evaluation sources its gate counts (None: all but
+    # model-card, the model card's results as the trainer wrote them)
 
 
 @frozen

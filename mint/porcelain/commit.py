@@ -16,6 +16,8 @@ from mint.errors import (
     BaseMismatch,
     InvalidConfig,
     MintError,
+    NothingToPropose,
+    RefConflict,
     RevisionNotFound,
     WrongKind,
 )
@@ -29,11 +31,13 @@ from mint.objects import (
     Member,
     TensorEntry,
 )
+from mint.porcelain.card import record_card
 from mint.refs.revisions import check_name, check_text
 from mint.sets.mol import parse_mol
 from mint.signing.keys import refuse_private_keys
 
 ROUTER, SUMMARY = "router", "summary"
+ANY_HEAD = object()  # `commit`'s expect_head when the commit follows whatever the head is
 
 
 def commit(
@@ -48,54 +52,84 @@ def commit(
     provenance: dict | None = None,
     sign: str | os.PathLike | None = None,
     sign_password: str | None = None,
+    propose: str | None = None,
+    expect_head: str | None | object = ANY_HEAD,
     parents: list[str] | None = None,
 ) -> CommitResult:
     """Record the PEFT adapter folder as a new commit on LINE (parents: LINE's head, then a
-    merge's PARENTS), signed with the key in file SIGN if given (a model.sig is no file).
+    merge's PARENTS), signed with the private key in file SIGN if given; the folder's
+    model.sig is a signature, no file.
+    With PROPOSE (a description, '' for none), the commit is offered to LINE as a proposal
+    (`refs/pr/N`: the result's `proposal`) and no head moves: its writers merge it.
+    EXPECT_HEAD: the head the commit must follow (None: the line must be new), checked and
+    then moved by compare-and-swap (RefConflict when the line is elsewhere).
 
-    All is checked before anything is published; each byte is read once (copied into a local
-    store), not at all when the stat cache knows the file; a registry is sent only the blobs it
-    lacks; blobs are durable before the commit; the head moves by compare-and-swap."""
+    Everything is checked before anything is published; each byte is read once (in the pass
+    that copies it into a local store), and not at all when the stat cache knows the file; only
+    the blobs a registry lacks are sent; blobs are durable before the commit that refers to
+    them; the head moves by compare-and-swap."""
     b = backend_of(repo)
     check_inputs(line, message, meta)
     signing = _signing(b, adapter_dir, sign, sign_password)
     with b.stat_cache() as cache:
-        same = None if signing or parents else _same_as_head(b, cache, adapter_dir, line, base)
+        quick = not (signing or parents or propose is not None or expect_head is not ANY_HEAD)
+        same = _same_as_head(b, cache, adapter_dir, line, base) if quick else None
         if same is not None:
             return same
         scanned = scan_adapter(adapter_dir, cache=cache)
         found = b.find_base(scanned.base_name, base)
         check_against_base(scanned.root, scanned.header, found.config, found.name)
-        head, head_tree = b.line_head(line, Kind.ADAPTER)
+        head, head_tree = _head(b, line, Kind.ADAPTER, expect_head)
         if signing:
             scanned = signing.checked(scanned, cache, head, _trusted(b, signing))
         hashed, staged = b.stage_adapter(scanned, cache)
-    new = build_commit(
+    says = dict(message=message, author=b.acting(author), meta=meta, provenance=provenance)
+    new = _adapter_commit(line, head, parents, scanned, hashed, found, says)
+    result = _record(b, new, head, head_tree, staged, signing, propose)
+    if result.created:
+        record_card(b, result, new.files, new.author)
+    return result
+
+
+def _head(b: Backend, line: str, kind: Kind, expect) -> tuple[str | None, str | None]:
+    """(head, its tree) of LINE; EXPECT (unless ANY_HEAD) is the head it must be."""
+    head, head_tree = b.line_head(line, kind)
+    if expect is not ANY_HEAD and head != expect:
+        raise RefConflict(f"line {line}", expect, head)
+    return head, head_tree
+
+
+def _adapter_commit(line: str, head, parents, scanned, hashed, found, says: dict):
+    """The adapter commit of SCANNED (its files HASHED) on LINE after HEAD (and a merge's
+    PARENTS), bound to base FOUND; SAYS: its message, author, meta and provenance."""
+    return build_commit(
         Kind.ADAPTER,
         line,
         parents=list(dict.fromkeys(([head] if head else []) + list(parents or []))),
         files={f.path: FileEntry(hashed.blobs[f.path], f.size) for f in scanned.files},
         base=found.name,
         base_fingerprint=found.fingerprint,
-        message=message,
-        author=b.acting(author),
-        meta=meta,
-        provenance=provenance,
         peft=scanned.peft,
         config=scanned.config,
         tensors=tensor_entries(scanned, hashed),
+        **says,
     )
-    return _record(b, new, head, head_tree, staged, signing)
 
 
-def _record(b: Backend, new, head, head_tree, staged, signing) -> CommitResult:
-    """Record NEW unless it is LINE's head again; keep the bundles SIGNING makes or found
-    (made first: a key that fails leaves nothing recorded)."""
+def _record(b: Backend, new, head, head_tree, staged, signing, propose=None) -> CommitResult:
+    """Record NEW unless it is LINE's head again (or propose it, PROPOSE a description); keep
+    the bundles SIGNING makes or found (made first: a key that fails leaves nothing
+    recorded)."""
     same = head_tree == new.tree
+    if same and propose is not None:
+        raise NothingToPropose(new.line)
     bundles = signing.bundles(head if same else new.id, new.files) if signing else []
-    if not same:  # the bundles kept in the commit's own transaction (or none of it)
+    if propose is None and not same:  # the bundles kept in the commit's own transaction
         return b.record(new, head, staged, signatures=bundles)
-    result = CommitResult(CommitId(head), new.line, [], created=False)
+    if propose is not None:
+        result = b.propose(new, head, staged, propose)
+    else:
+        result = CommitResult(CommitId(head), new.line, [], created=False)
     if bundles:  # mint.porcelain.signed is loaded by the commits that sign
         from mint.porcelain.signed import keep
 
@@ -251,11 +285,14 @@ def set_derive(
     author: str,
     sign: str | os.PathLike | None = None,
     sign_password: str | None = None,
+    propose: str | None = None,
 ) -> CommitResult:
     """Commit REV's set with the members USES names (label -> adapter revision) replaced, on
     REV's line. Its first parent is REV; when REV is not the line's head, the head is the
     second, so every head still descends from the one before. A set of the line with exactly
-    this content is answered instead (created False). SIGN: as `set_commit`'s."""
+    this content is answered instead (created False). SIGN: as `set_commit`'s. PROPOSE (a
+    description): offer it to the set's line as a proposal instead (a team offers its new
+    expert to the set's owners), as `commit`'s."""
     from mint.porcelain.signed import keep, set_signature
 
     b = backend_of(repo)
@@ -269,14 +306,27 @@ def set_derive(
     members = [new.get(m.label, m) for m in detail.members]
     head, _ = b.line_head(detail.line, Kind.SET)
     existing = b.existing(detail.line, Kind.SET, _tree(detail, members))
-    if existing is not None:
+    if propose is not None and existing is not None and existing == head:
+        raise NothingToPropose(detail.line)
+    if existing is not None and propose is None:  # a proposal is a new commit, always
         signed = [set_signature(b, b.show(existing), sign, sign_password)] if sign else []
         return CommitResult(
             existing, detail.line, [], created=False, signed=keep(b, existing, signed)
         )
+    derived = _derived(detail, new, members, head, message, b.acting(author))
+    bundles = [set_signature(b, derived, sign, sign_password)] if sign else []
+    if propose is None:  # the bundles kept in the commit's own transaction
+        return b.record(derived, head, b.stage_bytes([]), signatures=bundles)
+    result = b.propose(derived, head, b.stage_bytes([]), propose)
+    return dataclasses.replace(result, signed=keep(b, result.id, bundles))
+
+
+def _derived(detail: CommitDetail, new: dict, members: list, head, message, author: str):
+    """The set commit that derives from DETAIL, the members NEW names (label -> Member)
+    swapped in, on its line after HEAD."""
     pins = {label: m.commit_id for label, m in new.items()}
     what = ", ".join(f"{label}={cid[:12]}" for label, cid in pins.items())
-    derived = build_commit(
+    return build_commit(
         Kind.SET,
         detail.line,
         parents=[detail.id] + ([head] if head and head != detail.id else []),
@@ -284,13 +334,11 @@ def set_derive(
         base=detail.base,
         base_fingerprint=detail.base_fingerprint,
         message=message or f"derived from {detail.id[:12]}: {what}",
-        author=b.acting(author),
+        author=author,
         provenance={"derived_from": detail.id, "uses": pins},
         config=derived_config(detail.config, pins),
         members=members,
     )
-    bundles = [set_signature(b, derived, sign, sign_password)] if sign else []
-    return b.record(derived, head, b.stage_bytes([]), signatures=bundles)
 
 
 def derived_config(config: dict, pins: dict[str, str]) -> dict:

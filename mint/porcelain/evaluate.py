@@ -21,13 +21,13 @@ def evaluate(repo, rev: str, contract: str, *, by: str, base_dir: str | None = N
     from mint.gates.evaluator import hash_data, parse_metrics, run_command
 
     b = backend_of(repo)
-    c = b.contract_show(contract)
+    cid = b.resolve(rev)
+    c = b.contract_show(contract, line=b.log(cid, 1)[0].line)
     ev = c.evaluator
     if not ev:
         raise EvaluationFailed(
             f"contract {c.name} has no [evaluator]; record results with --metric KEY=VALUE"
         )
-    cid = b.resolve(rev)
     if "harness" in ev:
         return _harness(repo, b, cid, c.name, ev, base_dir, by)
     with tempfile.TemporaryDirectory(prefix="mint-eval-") as tmp:

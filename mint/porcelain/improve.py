@@ -79,7 +79,7 @@ class _Round:
         self.b: Backend = backend_of(repo)
         self.target = check_name("channel", to)
         self.fraction, self.evaluate = check_fraction(fraction), evaluate
-        self.contract = self.b.contract_show(contract)
+        self.contract = self.b.contract_show(contract, line=line)
         self.policy = LivePolicy.of(self.contract.live, min_traces=min_traces)
         self.staging = _staging(self.contract, self.target)
         self.steps: list[LoopStep] = []

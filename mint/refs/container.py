@@ -42,13 +42,27 @@ class RefsContainer:
     def head(self, line: str) -> str | None:
         return self.conn.execute(sa.select(s.lines.c.head).where(s.lines.c.name == line)).scalar()
 
-    def advance_head(self, line: str, kind: Kind, old: str | None, new: str) -> None:
-        """Move LINE's head from OLD to NEW; OLD None creates the line with its first commit."""
-        if old is None:
-            row = dict(name=line, kind=kind, head=new, commit_count=1, created_at=utcnow())
-            if not insert_new(self.conn, s.lines, row):
-                raise RefConflict(f"line {line}", None, self.head(line))
+    def create_line(self, line: str, kind: Kind) -> bool:
+        """Make LINE, of KIND, with no commit yet (what the Hub's create_repo makes); False
+        when it exists. Its first commit moves its head from None, as a new line's does."""
+        row = dict(name=line, kind=kind, head=None, commit_count=0, created_at=utcnow())
+        return insert_new(self.conn, s.lines, row)
+
+    def _first(self, line: str, kind: Kind, new: str, count) -> None:
+        """LINE's first head, NEW: a new line, or one made without a commit (`create_line`)."""
+        row = dict(name=line, kind=kind, head=new, commit_count=count, created_at=utcnow())
+        c = s.lines.c
+        if insert_new(self.conn, s.lines, row):
             return
+        q = s.lines.update().where(c.name == line, c.head.is_(None))
+        if self.conn.execute(q.values(head=new, commit_count=count)).rowcount != 1:
+            raise RefConflict(f"line {line}", None, self.head(line))
+
+    def advance_head(self, line: str, kind: Kind, old: str | None, new: str) -> None:
+        """Move LINE's head from OLD to NEW; OLD None creates the line with its first commit
+        (or gives a line made without one its first)."""
+        if old is None:
+            return self._first(line, kind, new, 1)
         moved = self.conn.execute(
             s.lines.update()
             .where(s.lines.c.name == line, s.lines.c.head == old)
@@ -65,9 +79,7 @@ class RefsContainer:
         commits here (a push brings many at once). Returns the history row's id."""
         count = sa.select(sa.func.count()).where(s.commits.c.line == line).scalar_subquery()
         if old is None:
-            row = dict(name=line, kind=kind, head=new, commit_count=count, created_at=utcnow())
-            if not insert_new(self.conn, s.lines, row):
-                raise RefConflict(f"line {line}", None, self.head(line))
+            self._first(line, kind, new, count)
         else:
             moved = self.conn.execute(
                 s.lines.update()

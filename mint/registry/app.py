@@ -21,6 +21,7 @@ from mint.registry import (
     routes_fleet,
     routes_hf,
     routes_keys,
+    routes_proposals,
     routes_read,
     routes_search,
     routes_team,
@@ -72,6 +73,7 @@ def create_app(
         routes_team,
         routes_keys,
         routes_fleet,
+        routes_proposals,
     ):
         app.include_router(module.router)
     app.include_router(routes_fleet.root)

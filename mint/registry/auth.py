@@ -176,6 +176,17 @@ def _role(role: Access) -> Callable[..., Awaitable[Identity]]:
 
 RepoDep = Annotated[Repo, Depends(repo_of)]
 Reader = Annotated[Identity, Depends(_role(Access.READER))]
+Contributor = Annotated[Identity, Depends(_role(Access.CONTRIBUTOR))]
+
+
+async def _uploader(who: Identity = Depends(identity)) -> Identity:
+    """Who may upload blobs: a writer, or a contributor (for a proposal's commit)."""
+    why = "upload blobs: it needs the writer role (a contributor's, to propose)"
+    need(who, Access.CONTRIBUTOR, why)
+    return who
+
+
+Uploader = Annotated[Identity, Depends(_uploader)]
 Writer = Annotated[Identity, Depends(_role(Access.WRITER))]
 Maintainer = Annotated[Identity, Depends(_role(Access.MAINTAINER))]
 Admin = Annotated[Identity, Depends(_role(Access.ADMIN))]
@@ -183,7 +194,8 @@ Admin = Annotated[Identity, Depends(_role(Access.ADMIN))]
 
 def need(who: Identity, role: Access, why: str) -> None:
     if not who.role.allows(role):
-        raise Forbidden(who.name, f"{why}: it needs the {role} role, the token is {who.role}")
+        needs = "" if "needs the" in why else f": it needs the {role} role"
+        raise Forbidden(who.name, f"{why}{needs}, the token is {who.role}")
 
 
 def check_line(who: Identity, line: str) -> None:

@@ -31,6 +31,7 @@ from mint.sets.layout import checkout_items
 CHECKOUTS = 256  # commits whose files a process keeps (the least recently asked forgotten)
 SHOWN = 40  # hex digits of a commit id shown to the client: it takes 40 as an immutable commit
 _PLAIN_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_PR_REV = re.compile(r"^refs/pr/([1-9][0-9]{0,8})$")
 _HEADER_SAFE = re.compile(r"[^\x20-\x7e]")  # a header value holds printable ASCII only
 
 _checkouts: collections.OrderedDict[tuple[int, str], tuple[str, dict]] = collections.OrderedDict()
@@ -96,12 +97,22 @@ class Snapshot:
 
 def revision_of(conn, line: str, rev: str, hf_main: str | None) -> str:
     """The full commit id REV names on LINE (HubMiss when it names none)."""
-    if not is_line_name(line) or find_line(conn, line) is None:
+    found = find_line(conn, line) if is_line_name(line) else None
+    if found is None:
         raise HubMiss("RepoNotFound", f"no line {line!r}")
+    if rev == "main" and found.head is None:  # made by create_repo, no commit yet
+        raise HubMiss("EntryNotFound", f"{line} has no commit yet")
     if rev == "main" and hf_main is None:
         target = line
     elif rev == "main":
         target = f"{line}@{hf_main}"
+    elif _PR_REV.match(rev):  # a proposal (mint.proposals)
+        from mint.proposals import proposal_of_commit
+
+        try:
+            return proposal_of_commit(conn, line, int(_PR_REV.match(rev).group(1)))
+        except MintError as exc:
+            raise HubMiss("RevisionNotFound", f"{line} has no revision {rev!r}") from exc
     elif _PLAIN_REV.match(rev):
         target = f"{line}@{rev}"
     else:
@@ -131,16 +142,23 @@ def snapshot(
 
 
 def commits_of(
-    repo: Repo, line: str, rev: str, hf_main: str | None, check: Check | None = None
+    repo: Repo,
+    line: str,
+    rev: str,
+    hf_main: str | None,
+    check: Check | None = None,
+    limit: int | None = None,
 ) -> list[dict]:
     """The Hub's commit list of LINE@REV (`list_repo_commits`): the commit and every one it
-    descends from, newest first, each with all its parents (a merge's inputs, from any line)
-    as their first 40 digits; a reader limited to lines is shown the commits it may read."""
+    descends from (the LIMIT newest), newest first, each with all its parents (a merge's
+    inputs, from any line) as their first 40 digits; a reader limited to lines is shown the
+    commits it may read."""
     with repo.db.read() as conn:
         cid = revision_of(conn, line, rev, hf_main)
         if check is not None:
             check(conn, [cid])
-        shown = [c for c in walk(conn, cid) if check is None or _may(check, conn, c.id)]
+        walked = walk(conn, cid, limit)
+        shown = [c for c in walked if check is None or _may(check, conn, c.id)]
     return [
         {
             "id": c.id[:SHOWN],
@@ -249,9 +267,11 @@ def _file_item(f: HubFile) -> dict:
     return {"type": "file", "path": f.path, "oid": f.sha256[:SHOWN], "size": f.size, "lfs": lfs}
 
 
-def refs_of(repo: Repo, line: str, hf_main: str | None, check: Check | None = None) -> dict:
+def refs_of(
+    repo: Repo, line: str, hf_main: str | None, check: Check | None = None, prs: bool = False
+) -> dict:
     """Branches (`main` and the channels) and tags, each with its commit's 40 digits, once
-    CHECK let the reader see every commit they name."""
+    CHECK let the reader see every commit they name; with PRS, the proposals (refs/pr/N)."""
     with repo.db.read() as conn:
         if not is_line_name(line) or find_line(conn, line) is None:
             raise HubMiss("RepoNotFound", f"no line {line!r}")
@@ -261,8 +281,12 @@ def refs_of(repo: Repo, line: str, hf_main: str | None, check: Check | None = No
             main = revision_of(conn, line, "main", hf_main)
         except HubMiss:
             main = None
+        p = s.proposals.c
+        pulls = conn.execute(sa.select(p.number, p.commit_id).where(p.line == line)).all()
+        pulls = sorted(pulls) if prs else []
         if check is not None:
-            check(conn, [r.target for r in refs] + ([main] if main else []))
+            shown = [r.target for r in refs] + [r.commit_id for r in pulls]
+            check(conn, shown + ([main] if main else []))
 
     def item(name: str, kind: str, target: str) -> dict:
         return {"name": name, "ref": f"refs/{kind}/{name}", "targetCommit": target[:SHOWN]}
@@ -271,4 +295,8 @@ def refs_of(repo: Repo, line: str, hf_main: str | None, check: Check | None = No
     channels = [r for r in refs if r.kind == RefKind.CHANNEL and r.name != "main"]
     branches += [item(r.name, "heads", r.target) for r in channels]
     tags = [item(r.name, "tags", r.target) for r in refs if r.kind == RefKind.TAG]
-    return {"branches": branches, "converts": [], "tags": tags, "pullRequests": []}
+    pr = [
+        {"name": f"refs/pr/{n}", "ref": f"refs/pr/{n}", "targetCommit": c[:SHOWN]}
+        for n, c in pulls
+    ]
+    return {"branches": branches, "converts": [], "tags": tags, "pullRequests": pr}

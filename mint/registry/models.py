@@ -91,7 +91,7 @@ class RollbackBody(Body):
 
 class TokenBody(Body):
     name: Name
-    role: Name  # reader, writer, maintainer or admin (the operation names them when wrong)
+    role: Name  # reader, contributor, writer, maintainer, admin (the operation says, when wrong)
     lines: Annotated[list[Name], Field(max_length=1000)] | None = None  # line globs
 
 

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from mint import possession, transfer
-from mint.registry.auth import Reader, RepoDep, Writer, check_blob, check_line
+from mint.registry.auth import Reader, RepoDep, Uploader, check_blob, check_line
 from mint.registry.blob_send import blob_body, byte_range
 from mint.registry.models import HEX64, MissingBlobs, MissingBody, StoredBlob, StoredPack
 from mint.registry.render import MintJSON, answer
@@ -48,7 +48,7 @@ def redirect(url: str, headers: dict | None = None) -> Response:
 
 
 @router.post("/blobs/missing", response_model=MissingBlobs)
-def missing(repo: RepoDep, who: Writer, body: MissingBody) -> MintJSON:
+def missing(repo: RepoDep, who: Uploader, body: MissingBody) -> MintJSON:
     """The ids of BODY that the store lacks, in the order given. For a token limited to lines,
     also the stored ones it may not read and has not uploaded: a push may name those only once
     it has sent their bytes (mint.possession), so an honest client uploads them.
@@ -99,7 +99,7 @@ def download(repo: RepoDep, who: Reader, blob_id: BlobPath, request: Request) ->
     responses={200: {"model": StoredBlob, "description": "already stored"}},
     openapi_extra={"requestBody": {**_BINARY, "required": True}},
 )
-async def upload(blob_id: BlobPath, request: Request, who: Writer) -> MintJSON:
+async def upload(blob_id: BlobPath, request: Request, who: Uploader) -> MintJSON:
     """Store the body as blob BLOB_ID: 201 stored, 200 already there, 422 if the bytes hash
     to another id (then nothing is stored). Every byte is hashed even when the blob is stored
     already: for a token limited to lines the upload is its proof of holding the bytes, and
@@ -118,7 +118,7 @@ async def upload(blob_id: BlobPath, request: Request, who: Writer) -> MintJSON:
     response_model=StoredPack,
     openapi_extra={"requestBody": {**_BINARY, "required": True}},
 )
-async def upload_pack(request: Request, who: Writer) -> MintJSON:
+async def upload_pack(request: Request, who: Uploader) -> MintJSON:
     """Store many blobs sent in one body: a header line of JSON, `{"blobs": [[id, size],
     ...]}`, then each blob's bytes in that order (mint.registry.upload). The header is checked
     before a blob is read: a malformed one, a size over the blob limit (413) or a body of

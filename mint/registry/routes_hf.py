@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from mint.errors import Forbidden
 from mint.refs import find_line
+from mint.registry import hub_lfs, hub_proposals, hub_write
 from mint.registry.auth import check_commits, check_line, requires
 from mint.registry.blob_send import blob_body, byte_range
 from mint.registry.hf_protocol import (
@@ -93,12 +94,30 @@ def _hf_main(request: Request) -> str | None:
     return request.app.state.hub.get("main")
 
 
+# What may follow a repo id; a second segment of these names is taken as the action unless a
+# line of the two segments' name exists.
+ACTIONS = (
+    "revision",
+    "tree",
+    "refs",
+    "commits",
+    "commit",
+    "preupload",
+    "tag",
+    "discussions",
+    "xet-read-token",
+    "xet-write-token",
+)
+
+
 def _split_repo(request: Request, parts: list[str]) -> tuple[str, list[str]]:
     """(line, what follows) of PARTS: a repo id of two segments when the second is not an
     action, or when a line of that name exists."""
+    if not parts or not parts[0]:
+        raise HubMiss("RepoNotFound", "no repo named")
     if len(parts) >= 2:
         two = "/".join(parts[:2])
-        if parts[1] not in ("revision", "tree", "refs", "commits"):
+        if parts[1] not in ACTIONS:
             return two, parts[2:]
         if is_line_name(two):  # anything else is no line: not looked up
             with request.app.state.repo.db.read() as conn:
@@ -110,21 +129,57 @@ def _split_repo(request: Request, parts: list[str]) -> tuple[str, list[str]]:
 @router.get("/api/models/{rest:hubpath}")
 def api_models(request: Request) -> Response:
     """Repo info (`/{repo}`, `/{repo}/revision/{rev}`), `/{repo}/tree/{rev}[/{path}]`,
-    `/{repo}/refs` and `/{repo}/commits/{rev}`."""
-    line, rest = _split_repo(request, _segments(request, 2))
+    `/{repo}/refs`, `/{repo}/commits/{rev}`, the proposals (`/{repo}/discussions[/{n}]`) and
+    the Xet token routes (refused: `hub_write.XET`)."""
+    parts = _segments(request, 2)
+    if parts in ([], [""]):  # `/api/models/`: the listing, as `/api/models`
+        return hub_write.list_models(request)
+    line, rest = _split_repo(request, parts)
+    if rest and rest[0] in ("xet-read-token", "xet-write-token"):
+        return hub_write.xet_token(request)
     check = _reader(request, line)
     repo, main = request.app.state.repo, _hf_main(request)
     if not rest or (rest[0] == "revision" and len(rest) == 2):
         rev = rest[1] if rest else "main"
         return JSONResponse(model_info(snapshot(repo, line, rev, main, check)))
     if rest == ["refs"]:
-        return JSONResponse(refs_of(repo, line, main, check))
+        prs = request.query_params.get("include_prs", "") in ("1", "true")
+        return JSONResponse(refs_of(repo, line, main, check, prs))
     if rest[0] == "tree" and len(rest) >= 2:
         snap = snapshot(repo, line, rest[1], main, check)
         return _tree_page(request, snap, "/".join(rest[2:]))
     if rest[0] == "commits" and len(rest) == 2:
-        return _page(request, commits_of(repo, line, rest[1], main, check))
+        walked = commits_of(repo, line, rest[1], main, check, _cursor(request) + PAGE + 1)
+        return _page(request, walked)
+    if rest[0] == "discussions":
+        return hub_proposals.read(request, line, rest[1:])
     raise HubMiss("EntryNotFound", f"no such route under {line}")
+
+
+@router.post("/api/models/{rest:hubpath}")
+async def api_models_post(request: Request) -> Response:
+    """`/{repo}/preupload/{rev}`, `/{repo}/commit/{rev}`, `/{repo}/tag/{rev}` and the
+    proposals' `/{repo}/discussions/{n}/(merge|status|comment)`."""
+    line, rest = _split_repo(request, _segments(request, 2))
+    if len(rest) == 2 and rest[0] == "commit":
+        return await hub_write.commit(request, line, rest[1])
+    if rest and rest[0] == "discussions":
+        return await hub_proposals.write(request, line, rest[1:])
+    if len(rest) == 2 and rest[0] in ("preupload", "tag"):
+        body = await hub_write.read_json(request)
+        if rest[0] == "preupload":
+            return hub_write.preupload(request, line, rest[1], body)
+        return hub_write.tag_create(request, line, rest[1], body)
+    raise HubMiss("EntryNotFound", f"no such route under {line}", status=404)
+
+
+@router.delete("/api/models/{rest:hubpath}")
+def api_models_delete(request: Request) -> Response:
+    """`/{repo}/tag/{tag}` (delete_tag)."""
+    line, rest = _split_repo(request, _segments(request, 2))
+    if len(rest) == 2 and rest[0] == "tag":
+        return hub_write.tag_delete(request, line, rest[1])
+    raise HubMiss("EntryNotFound", f"no such route under {line}", status=404)
 
 
 def _tree_page(request: Request, snap: Snapshot, folder: str) -> Response:
@@ -132,12 +187,17 @@ def _tree_page(request: Request, snap: Snapshot, folder: str) -> Response:
     return _page(request, tree_items(snap, folder, recursive))
 
 
+def _cursor(request: Request) -> int:
+    """The offset a listing's page starts at (`?cursor=`, as the Hub's Link sends it)."""
+    cursor = request.query_params.get("cursor", "0") or "0"
+    if not cursor.isdigit() or len(cursor) > 9:
+        raise HTTPException(400, "the cursor is not a page offset")
+    return int(cursor)
+
+
 def _page(request: Request, items: list) -> Response:
     """One page of ITEMS from the query's cursor, with a `Link` to the next as the Hub's."""
-    cursor = request.query_params.get("cursor", "0") or "0"
-    if not cursor.isdigit():
-        raise HTTPException(400, "the cursor is not a page offset")
-    start = int(cursor)
+    start = _cursor(request)
     page, headers = items[start : start + PAGE], {}
     if start + PAGE < len(items):
         # the path as the client sent it (percent-encoded), not decoded: a header is ASCII
@@ -211,5 +271,7 @@ async def on_miss(request: Request, exc: Exception) -> Response:
 def install(app: FastAPI, hf_main: str | None = None, public_read: bool = False) -> None:
     """Serve the Hub's routes on APP (after its own, so /api/v1/ is matched first)."""
     app.state.hub = {"main": hf_main, "public_read": public_read}
+    app.include_router(hub_write.router)
+    app.include_router(hub_lfs.router)
     app.include_router(router)
     app.add_exception_handler(HubMiss, on_miss)

@@ -205,8 +205,10 @@ def contract(
     who: Reader,
     name: Name,
     version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    line: Annotated[str | None, Query(max_length=200)] = None,
 ) -> MintJSON:
-    return answer(api.contract_show(repo, name, version))
+    """Contract NAME; with LINE, the one of that name whose scope covers the line."""
+    return answer(api.contract_show(repo, name, version, line))
 
 
 @router.get("/gate", response_model=model_of(objects.GateReport))

@@ -42,14 +42,24 @@ def upload_folder(repo: Repo) -> Path:
     return folder
 
 
-async def receive_blob(repo: Repo, chunks: AsyncIterator[bytes], blob_id: str) -> PutResult:
-    """Store the bytes of CHUNKS as blob BLOB_ID if they hash to it (InvalidObject if not)."""
-    fd, name = tempfile.mkstemp(dir=upload_folder(repo), prefix="upload-")
+async def receive_blob(
+    repo: Repo, chunks: AsyncIterator[bytes], blob_id: str, observer=None
+) -> PutResult:
+    """Store the bytes of CHUNKS as blob BLOB_ID if they hash to it (InvalidObject if not);
+    OBSERVER, if given, sees each chunk and then `done(blob_id, size)`. A store that adopts
+    its own temp files (the local one) takes the file as written: the bytes are written and
+    hashed once; another store is handed the file to copy."""
+    adopt = getattr(repo.store, "adopt", None)
+    prefix = "blob-" if adopt is not None else "upload-"
+    fd, name = tempfile.mkstemp(dir=upload_folder(repo), prefix=prefix)
+    owned = True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         digest, size = hashlib.sha256(), 0
         async for chunk in chunks:
             digest.update(chunk)
+            if observer is not None:
+                observer.update(chunk)
             _write_all(fd, chunk)
             size += len(chunk)
         actual = digest.hexdigest()
@@ -57,10 +67,17 @@ async def receive_blob(repo: Repo, chunks: AsyncIterator[bytes], blob_id: str) -
             raise InvalidObject(
                 f"the {size} bytes sent hash to {actual[:12]}, not {blob_id[:12]}: nothing stored"
             )
-        return await run_in_threadpool(repo.store.put, name, blob_id=blob_id)
+        if observer is not None:
+            await run_in_threadpool(observer.done, blob_id, size)
+        if adopt is None:
+            return await run_in_threadpool(repo.store.put, name, blob_id=blob_id)
+        await run_in_threadpool(os.fsync, fd)
+        staged, owned = adopt(fd, name, blob_id, size), False
+        return await run_in_threadpool(staged.publish)
     finally:
-        os.close(fd)
-        _unlink(name)
+        if owned:
+            os.close(fd)
+            _unlink(name)
 
 
 def pack_header(line: bytes, body_size: int, max_blob: int) -> list[tuple[str, int]]:

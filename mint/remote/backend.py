@@ -124,6 +124,15 @@ class RemoteBackend:
         signed = moved.get("signatures", 0)
         return CommitResult(new.id, new.line, new.parents, True, sent, signed)
 
+    def propose(self, new: NewCommit, head: str | None, staged, description: str = ""):
+        """Send the blobs the registry lacks, then the commit with its proposal to its line
+        (the registry recomputes its id, and moves no head)."""
+        from mint.remote.proposal_ops import propose
+
+        sent = staged.store()
+        made = propose(self.remote, new, head, description)
+        return CommitResult(new.id, new.line, new.parents, True, sent, proposal=made["number"])
+
     def take_back(self, recorded: list[tuple[str, str | None, str]]) -> None:
         """Nothing: a registry moves heads forward only and deletes no commit, so commits
         recorded there stay, their lines' heads on them, as after a pushed line."""

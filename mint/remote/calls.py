@@ -19,6 +19,7 @@ from mint.objects import Approval, Base, ContractAdded, Evaluation, Move, RefInf
 from mint.remote.canary_ops import canary_of, canary_start, canary_status, canary_stop
 from mint.remote.fleet_ops import fleet, fleet_history, fleet_report
 from mint.remote.http import segment
+from mint.remote.proposal_ops import proposal_close, proposal_ls, proposal_merge, proposal_show
 from mint.remote.reads import (
     base_ls,
     contract_ls,
@@ -94,6 +95,10 @@ __all__ = [
     "log",
     "ls",
     "promote",
+    "proposal_close",
+    "proposal_ls",
+    "proposal_merge",
+    "proposal_show",
     "protect",
     "protected_ls",
     "pulled",
@@ -135,8 +140,8 @@ def evaluation_checks(repo: RemoteRepo, ev: Evaluation) -> Evaluation:
         return ev
     from mint.gates.checks import metric_checks
 
-    contract = contract_show(repo, ev.contract, ev.version)
     line = log(repo, ev.commit_id, 1)[0].line
+    contract = contract_show(repo, ev.contract, ev.version, line)
     holders = [s.channels.get(contract.channel) for s in status(repo) if s.name == line]
     holder = holders[0] if holders else None
     prev = latest_evaluation(repo, holder, contract.name) if holder else None

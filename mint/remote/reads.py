@@ -113,8 +113,12 @@ def tag_list(
     return decode_list(RefInfo, repo.client.get("/tags", line=line))
 
 
-def contract_show(repo: RemoteRepo, name: str, version: int | None = None) -> Contract:
-    return decode(Contract, repo.client.get(f"/contracts/{segment(name)}", version=version))
+def contract_show(
+    repo: RemoteRepo, name: str, version: int | None = None, line: str | None = None
+) -> Contract:
+    """Contract NAME (VERSION, else its latest; LINE: the one whose scope covers it)."""
+    found = repo.client.get(f"/contracts/{segment(name)}", version=version, line=line)
+    return decode(Contract, found)
 
 
 def contract_ls(repo: RemoteRepo) -> list[Contract]:

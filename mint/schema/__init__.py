@@ -28,6 +28,7 @@ MODULES = {
     "_signing": ("signing_keys", "commit_signatures", "move_signatures"),
     "_derived": ("commit_meta", "evaluation_metrics", "set_packs"),
     "_fleet": ("fleet_instances", "fleet_follows", "fleet_served", "fleet_failures"),
+    "_proposals": ("proposals", "hub_uploads"),
 }
 _WHERE = {table: module for module, tables in MODULES.items() for table in tables}
 

@@ -19,7 +19,10 @@ contracts = sa.Table(
     sa.Column("source", sa.Text, nullable=False),  # the TOML as given
     sa.Column("created_at", TS, nullable=False),
     sa.Column("created_by", sa.String(200), nullable=False),
-    sa.UniqueConstraint("name", "version"),
+    # Its scope: the sha256 of its sorted line globs, '' for every line (issue 37). A contract
+    # is its name within its scope: two teams each keep a `production` for their own lines.
+    sa.Column("scope", HEX, nullable=False, server_default=""),
+    sa.UniqueConstraint("name", "scope", "version"),
 )
 
 

@@ -26,14 +26,16 @@ from mint.repo import Repo
 from mint.team.revocation import announce
 
 PREFIX = "mint_"
-_GLOB = re.compile(r"^[A-Za-z0-9._\-*?\[\]!]{1,100}$")
-_RANK = {"reader": 0, "writer": 1, "maintainer": 2, "admin": 3}
+# A line glob takes the line names' own characters, `/` included (a namespace: `team-a/*`).
+_GLOB = re.compile(r"^[A-Za-z0-9._\-*?\[\]!/]{1,100}$")
+_RANK = {"reader": 0, "contributor": 1, "writer": 2, "maintainer": 3, "admin": 4}
 
 
 class Access(StrEnum):
     """A token's role; each includes the ones before it."""
 
     READER = "reader"
+    CONTRIBUTOR = "contributor"  # reads, and proposes commits to its lines (refs/pr/N)
     WRITER = "writer"
     MAINTAINER = "maintainer"
     ADMIN = "admin"
@@ -56,7 +58,7 @@ class Identity:
 
     def may_touch(self, line: str) -> bool:
         """Whether LINE matches one of the token's globs (always, without globs)."""
-        return self.lines is None or any(fnmatch.fnmatchcase(line, g) for g in self.lines)
+        return self.lines is None or matches(line, self.lines)
 
 
 @dataclass(frozen=True)
@@ -90,13 +92,18 @@ def parse_role(role: str) -> Access:
         raise InvalidName("role", str(role), f"use one of {', '.join(_RANK)}") from None
 
 
+def matches(line: str, globs: list[str] | tuple[str, ...]) -> bool:
+    """Whether LINE matches one of GLOBS (fnmatch, case-sensitive: `team-a/*` is a namespace)."""
+    return any(fnmatch.fnmatchcase(line, g) for g in globs)
+
+
 def check_globs(globs: list[str] | tuple[str, ...] | None) -> list[str] | None:
     """Line globs (fnmatch: '*', '?', '[...]') over line-name characters; None or empty: all."""
     if not globs:
         return None
     for g in globs:
         if not isinstance(g, str) or not _GLOB.match(g):
-            raise InvalidName("line glob", str(g), "use line-name characters and * ? [ ] !")
+            raise InvalidName("line glob", str(g), "use line-name characters, / and * ? [ ] !")
     return sorted(set(globs))
 
 

@@ -22,6 +22,7 @@ from mint import api
 from mint import schema as s
 from mint.errors import RevisionNotFound
 from mint.gates.checks import number_text
+from mint.gates.contracts import covers
 from mint.gates.evaluations import finite_metric, stored_metrics
 from mint.ids import RefKind, iso
 from mint.objects import Contract
@@ -130,11 +131,11 @@ def evaluations_page(repo: Repo, who: Identity, ref: str, metric: str | None) ->
         raise RevisionNotFound(line, "no such line")
     if name is None:
         name = _default_contract(repo, line, info.head)
-    names = [c.name for c in api.contract_ls(repo) if not c.lines or line in c.lines]
+    names = [c.name for c in api.contract_ls(repo) if covers(c.lines, line)]
     view = {"line": line, "contracts": names, "contract": None, "cap": CAP}
     if name is None:
         return view  # nothing evaluated yet: the page says so
-    contract = api.contract_show(repo, name)
+    contract = api.contract_show(repo, name, line=line)
     rows, total = evaluated(repo, line, contract.name)
     metrics = _columns(contract, rows)
     metric = _chosen(contract, metrics, metric)

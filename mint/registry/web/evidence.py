@@ -53,9 +53,9 @@ def of_move(repo: Repo, move: Move, cache: dict) -> list[tuple[Evaluation, list[
     found = [e for e in _evaluations(repo, move.to, cache) if e.id in wanted]
     out = []
     for e in found:
-        key = f"contract {e.contract} v{e.version}"
+        key = f"contract {e.contract_id}"
         if key not in cache:
-            cache[key] = api.contract_show(repo, e.contract, e.version).metrics
+            cache[key] = api.contract_show(repo, e.contract, e.version, move.line).metrics
         body = {"metrics": cache[key]}
         held = _evaluations(repo, move.from_, cache) if move.from_ else []
         prev = _holder_metrics(held, e.contract, move.at) if move.from_ else None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from mint.errors import MintError, StoreError
@@ -52,6 +52,12 @@ def line(request: Request, line: str, after: Text | None = None) -> Response:
 def commit(request: Request, rev: str) -> Response:
     repo = request.app.state.repo
     return page(request, "commit.html", lambda who: views.commit_page(repo, who, rev))
+
+
+@router.get("/proposal/{line:path}/{number}")
+def proposal(request: Request, line: str, number: Annotated[int, Path(ge=1)]) -> Response:
+    repo = request.app.state.repo
+    return page(request, "proposal.html", lambda who: views.proposal_page(repo, who, line, number))
 
 
 @router.get("/diff")

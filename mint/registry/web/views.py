@@ -110,6 +110,17 @@ def _strings(value: object) -> list[str]:
     return [value] if isinstance(value, str) and len(value) == 64 else []
 
 
+def proposal_page(repo: Repo, who: Identity, line: str, number: int) -> dict:
+    """A proposal: what it changes against the line's head, its evaluations, and the gate of
+    each channel a contract guards on the line, for its commit (the gate after a merge)."""
+    check_line(who, line)
+    d = api.proposal_show(repo, line, number)
+    check_rev(repo, who, d.proposal.commit_id)
+    evals = [api.evaluation_checks(repo, e) for e in d.evaluations]
+    shown = [d.proposal.commit_id, d.head, d.proposal.base]
+    return {"d": d, "p": d.proposal, "evaluations": evals} | known(repo, [x for x in shown if x])
+
+
 def _set_view(repo: Repo, detail: CommitDetail) -> dict:
     """A set's protocol, labels and prompts (the prompts' text from the store); its members
     are the commit's."""
