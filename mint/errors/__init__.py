@@ -320,29 +320,7 @@ class NoCanary(MintError, LookupError):
         self.ref, self.why = ref, why
 
 
-# --- traces and feedback ------------------------------------------------------------
-
-
-class TraceNotFound(MintError, LookupError):
-    """Feedback named a completion id that no recorded trace has."""
-
-    def __init__(self, trace_id: str):
-        super().__init__(f"no trace with id {trace_id!r}")
-        self.trace_id = trace_id
-
-
-class InvalidFeedback(MintError, ValueError):
-    def __init__(self, why: str):
-        super().__init__(f"invalid feedback: {why}")
-        self.why = why
-
-
-class InvalidTraces(MintError, ValueError):
-    """A batch of trace rows sent to a registry that it refuses whole."""
-
-    def __init__(self, why: str):
-        super().__init__(f"invalid traces: {why}")
-        self.why = why
+# --- inputs of reads and forms ------------------------------------------------------
 
 
 class InvalidTime(MintError, ValueError):
@@ -365,12 +343,6 @@ class InvalidQuery(MintError, ValueError):
     def __init__(self, text: str, why: str):
         super().__init__(f"invalid search condition {text!r}: {why}")
         self.text, self.why = text, why
-
-
-class DatasetNotFound(MintError, LookupError):
-    def __init__(self, dataset_id: str):
-        super().__init__(f"no dataset {dataset_id!r}")
-        self.dataset_id = dataset_id
 
 
 # --- moving commits between repositories (push, fetch) -------------------------------
@@ -473,8 +445,8 @@ class PushRejected(RegistryError):
 
 
 # --- signing (signing.py), evidence from harnesses and merges (evidence.py), what serves
-# --- (fleet.py), contracts per team and proposals (teams.py): imported after the classes
-# --- their errors derive from
+# --- (fleet.py), contracts per team and proposals (teams.py), traces and feedback (traces.py):
+# --- imported after the classes their errors derive from
 from mint.errors.evidence import (  # noqa: E402, F401 (re-exported)
     InvalidResults,
     MergeMismatch,
@@ -502,4 +474,10 @@ from mint.errors.teams import (  # noqa: E402, F401 (re-exported)
     NothingToPropose,
     ProposalClosed,
     ProposalStale,
+)
+from mint.errors.traces import (  # noqa: E402, F401 (re-exported)
+    DatasetNotFound,
+    InvalidFeedback,
+    InvalidTraces,
+    TraceNotFound,
 )
