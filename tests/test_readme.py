@@ -51,7 +51,7 @@ def test_the_readme_fits_with_one_table_of_a_dozen_rows():
     that reads in a few screens, whose one table of figures has at most twelve rows (the
     ledger is in docs/performance.md)."""
     text = README.read_text()
-    assert len(text.splitlines()) <= 215, len(text.splitlines())
+    assert len(text.splitlines()) <= 230, len(text.splitlines())
     tables = re.findall(r"(?:^\|.*\|\n)+", text, re.M)
     assert len(tables) == 1, tables
     rows = tables[0].strip().splitlines()[2:]  # less the header and its rule
