@@ -616,6 +616,15 @@ EXCLUDED: dict[str, str] = {
     "key ls": "tests/test_signing.py lists keys locally and on a registry",
     "key rm": "tests/test_signing.py removes keys locally and on a registry",
     "verify": "tests/test_signing.py verifies commits locally and against a registry's keys",
+    "key limit": "tests/test_signing_trust.py narrows a key's purposes on a registry",
+    "signature prune": "tests/test_signing_trust.py prunes through a registry (an admin's)",
+    # What serves: reports reach a registry, so tests/test_fleet.py and test_fleet_history.py
+    # read them with `mint --repo URL` from real `mint serve` processes behind a balancer.
+    "fleet show": "tests/test_fleet.py reads the instances that real servers reported",
+    "fleet history": "tests/test_fleet.py reads the served history real servers made",
+    # A merge loads the base and PEFT; tests/test_merge.py merges locally and reads the
+    # result through a registry (its web page and the Hub's API).
+    "merge": "tests/test_merge.py merges with PEFT over the base and reads it via a registry",
     # Proposals: tests/test_proposals.py makes, lists, shows, merges and closes them through
     # a registry (the Hub's API and `mint --repo URL`) and in a local repository.
     "proposal ls": "tests/test_proposals.py lists proposals through a registry",

@@ -95,6 +95,7 @@ def test_an_unchanged_recommit_in_a_new_process_loads_no_database_layer(based):
         "parents": [],
         "created": False,
         "bytes_written": 0,
+        "signed": 0,
         "proposal": None,
     }
 

@@ -87,15 +87,7 @@ def parse_contract(text: str, source: str = "contract") -> dict:
     approvals = raw.get("approvals", 0)
     if not isinstance(approvals, int) or isinstance(approvals, bool) or approvals < 0:
         raise bad("'approvals' must be a whole number, 0 or more")
-    lines = raw.get("lines")
-    if lines is not None and not (
-        isinstance(lines, list) and all(isinstance(l, str) for l in lines)
-    ):
-        raise bad("'lines' must be a list of line names or globs (\"team-a/*\")")
-    try:
-        check_globs(lines)
-    except MintError as exc:
-        raise bad(f"lines: {exc}") from None
+    lines = _lines(raw.get("lines"), bad)
     body = {
         "name": raw["name"],
         "channel": raw["channel"],
@@ -107,15 +99,28 @@ def parse_contract(text: str, source: str = "contract") -> dict:
         "evaluator": _evaluator(raw.get("evaluator"), bad),
         "lines": lines,
     }
-    if "live" in raw:  # absent, the body (and so the id) is what it was before [live]
-        body["live"] = _live(raw["live"], bad)
-    if "signature" in raw:  # likewise: absent, the body and id are unchanged
-        body["signature"] = _signature(raw["signature"], bad)
-    if "served" in raw:  # likewise
-        body["served"] = [_served(t, bad) for t in _list_of_tables(raw["served"], "served", bad)]
-    if "sources" in raw:  # likewise
-        body["sources"] = _sources(raw["sources"], bad)
+    # Sections added later: absent, the body (and so the contract's id) is what it was before.
+    sections = {
+        "live": _live,
+        "signature": _signature,
+        "served": lambda v, b: [_served(t, b) for t in _list_of_tables(v, "served", b)],
+        "sources": _sources,
+    }
+    body |= {key: parse(raw[key], bad) for key, parse in sections.items() if key in raw}
     return body
+
+
+def _lines(lines, bad) -> list[str] | None:
+    """`lines`: the lines (names or globs) a team's contract covers; absent, every line."""
+    if lines is not None and not (
+        isinstance(lines, list) and all(isinstance(l, str) for l in lines)
+    ):
+        raise bad("'lines' must be a list of line names or globs (\"team-a/*\")")
+    try:
+        check_globs(lines)
+    except MintError as exc:
+        raise bad(f"lines: {exc}") from None
+    return lines
 
 
 def _sources(value, bad) -> list[str]:

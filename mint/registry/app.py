@@ -34,6 +34,22 @@ from mint.registry import (
 from mint.registry.limits import BodyLimit, Limits
 from mint.repo import Repo
 
+# The API's routers, each a module of routes under /api/v1/.
+ROUTERS = (
+    routes_read,
+    routes_search,
+    routes_write,
+    routes_canary,
+    routes_traces,
+    routes_blobs,
+    routes_transfer,
+    routes_events,
+    routes_team,
+    routes_keys,
+    routes_fleet,
+    routes_proposals,
+)
+
 
 def create_app(
     repo: Repo,
@@ -61,20 +77,7 @@ def create_app(
     app.state.limits = limits or Limits()
     app.state.presign_threshold = presign_threshold
     app.state.diverged_after = diverged_after
-    for module in (
-        routes_read,
-        routes_search,
-        routes_write,
-        routes_canary,
-        routes_traces,
-        routes_blobs,
-        routes_transfer,
-        routes_events,
-        routes_team,
-        routes_keys,
-        routes_fleet,
-        routes_proposals,
-    ):
+    for module in ROUTERS:
         app.include_router(module.router)
     app.include_router(routes_fleet.root)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["service"])

@@ -9,7 +9,6 @@ answered with a 500 that names no internals.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 
@@ -26,66 +25,63 @@ from mint.jsonable import to_jsonable
 log = logging.getLogger("mint.registry")
 
 
-@functools.cache
-def status_table() -> dict[type[BaseException], int]:
-    """Error class -> HTTP status. MintError's own status (400) is the fallback."""
-    return {
-        e.Unauthenticated: 401,
-        e.Forbidden: 403,
-        e.RevisionNotFound: 404,
-        e.UnknownToken: 404,
-        e.UnknownWebhook: 404,
-        e.DatasetNotFound: 404,
-        e.TraceNotFound: 404,
-        e.TokenExists: 409,
-        e.BlobMissing: 404,
-        e.RefConflict: 409,
-        e.ContractConflict: 409,
-        e.ContractAmbiguous: 409,
-        e.ProposalClosed: 409,
-        e.NothingToPropose: 409,
-        e.RefExists: 409,
-        e.ReservedName: 409,
-        e.ChannelTypo: 422,
-        e.ChannelGuarded: 409,
-        e.NotFastForward: 409,
-        e.GateRefused: 409,
-        e.NothingToRollBack: 409,
-        e.NoCanary: 404,
-        e.CanaryOpen: 409,
-        e.MoveStatementMismatch: 409,
-        e.InvalidName: 422,
-        e.InvalidWebhookUrl: 422,
-        e.InvalidConfig: 422,
-        e.InvalidForm: 400,
-        e.InvalidAdapter: 422,
-        e.InvalidObject: 422,
-        e.MissingObjects: 422,
-        e.AmbiguousRevision: 422,
-        e.UnknownBase: 422,
-        e.BaseMismatch: 422,
-        e.UnsafePath: 422,
-        e.WrongKind: 422,
-        e.ForceNeedsReason: 422,
-        e.EvaluationFailed: 422,
-        e.MergeMismatch: 422,
-        e.BlobChanged: 422,
-        e.InvalidReport: 422,
-        e.TooManyInstances: 429,
-        e.NotConverged: 409,
-        e.BlobCorrupt: 500,  # the server's own bytes are damaged: not the client's doing
-        e.DatabaseUnavailable: 503,
-        e.SchemaOutdated: 503,
-        e.StoreError: 500,
-        e.MintError: 400,
-    }
+# Error class -> HTTP status. MintError's own status (400) is the fallback.
+STATUS: dict[type[BaseException], int] = {
+    e.Unauthenticated: 401,
+    e.Forbidden: 403,
+    e.RevisionNotFound: 404,
+    e.UnknownToken: 404,
+    e.UnknownWebhook: 404,
+    e.DatasetNotFound: 404,
+    e.TraceNotFound: 404,
+    e.TokenExists: 409,
+    e.BlobMissing: 404,
+    e.RefConflict: 409,
+    e.ContractConflict: 409,
+    e.ContractAmbiguous: 409,
+    e.ProposalClosed: 409,
+    e.NothingToPropose: 409,
+    e.RefExists: 409,
+    e.ReservedName: 409,
+    e.ChannelTypo: 422,
+    e.ChannelGuarded: 409,
+    e.NotFastForward: 409,
+    e.GateRefused: 409,
+    e.NothingToRollBack: 409,
+    e.NoCanary: 404,
+    e.CanaryOpen: 409,
+    e.MoveStatementMismatch: 409,
+    e.InvalidName: 422,
+    e.InvalidWebhookUrl: 422,
+    e.InvalidConfig: 422,
+    e.InvalidForm: 400,
+    e.InvalidAdapter: 422,
+    e.InvalidObject: 422,
+    e.MissingObjects: 422,
+    e.AmbiguousRevision: 422,
+    e.UnknownBase: 422,
+    e.BaseMismatch: 422,
+    e.UnsafePath: 422,
+    e.WrongKind: 422,
+    e.ForceNeedsReason: 422,
+    e.EvaluationFailed: 422,
+    e.MergeMismatch: 422,
+    e.BlobChanged: 422,
+    e.InvalidReport: 422,
+    e.TooManyInstances: 429,
+    e.NotConverged: 409,
+    e.BlobCorrupt: 500,  # the server's own bytes are damaged: not the client's doing
+    e.DatabaseUnavailable: 503,
+    e.SchemaOutdated: 503,
+    e.StoreError: 500,
+    e.MintError: 400,
+}
 
 
 def status_of(exc: BaseException) -> int:
-    table = status_table()
     for klass in type(exc).__mro__:
-        if klass in table:
-            return table[klass]
+        if klass in STATUS:
+            return STATUS[klass]
     return 500
 
 

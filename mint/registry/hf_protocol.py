@@ -162,14 +162,20 @@ def commits_of(
     return [
         {
             "id": c.id[:SHOWN],
-            "title": (c.message.splitlines() or [""])[0],
-            "message": c.message,
+            **_title_and_body(c.message),
             "authors": [{"user": c.author}],
             "date": hub_time(c.created_at),
             "parents": [p[:SHOWN] for p in c.parents],
         }
         for c in shown
     ]
+
+
+def _title_and_body(message: str) -> dict:
+    """A commit message as the Hub splits it: its first line the title, the rest (after the
+    blank line) the message, as `upload_folder(commit_message, commit_description)` writes."""
+    title, _, body = message.partition("\n")
+    return {"title": title, "message": body.strip("\n")}
 
 
 def _may(check: Check, conn, cid: str) -> bool:

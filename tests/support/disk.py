@@ -50,25 +50,24 @@ class SmallDisk:
         self.filler = self.folder / ".filler"
 
     def fill(self) -> int:
-        """Write the filler until the disk refuses (ENOSPC); returns the bytes it took."""
+        """Write the filler until the disk refuses (ENOSPC); returns the bytes it took.
+        Unbuffered: a buffered file would fail again on close with what it still holds."""
         taken = 0
-        with open(self.filler, "ab") as out:
-            block = b"\0" * CHUNK
-            while True:
-                try:
-                    taken += out.write(block)
-                    out.flush()
-                except OSError as exc:
-                    if exc.errno != errno.ENOSPC:
-                        raise
-                    break
-            with contextlib.suppress(OSError):  # the last partial block
-                os.fsync(out.fileno())
-        for size in (4096, 512, 1):  # and the last bytes
-            with contextlib.suppress(OSError), open(self.filler, "ab") as out:
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            for size in (CHUNK, 4096, 512, 1):  # big blocks, then the last bytes
+                block = b"\0" * size
                 while True:
-                    out.write(b"\0" * size)
-                    out.flush()
+                    try:
+                        taken += os.write(fd, block)
+                    except OSError as exc:
+                        if exc.errno != errno.ENOSPC:
+                            raise
+                        break
+            with contextlib.suppress(OSError):
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         return taken
 
     def free(self) -> None:

@@ -110,3 +110,16 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
+
+
+def serving_cell(status_out: str, channel: str, holder: str) -> str | None:
+    """The SERVING column of `mint status`'s row for CHANNEL held by HOLDER (its first 12
+    digits): "live/all", or None where the row has no such column or no such row is shown."""
+    lines = status_out.splitlines()
+    header = lines[0].split()
+    assert header[header.index("CHANNEL") :][:3] == ["CHANNEL", "HOLDER", "SERVING"], lines[0]
+    for line in lines[2:]:
+        cells = line.split()
+        if channel in cells and cells[cells.index(channel) + 1 :][:1] == [holder[:12]]:
+            return (cells[cells.index(channel) + 2 :] or [None])[0]
+    return None
