@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mint.bases import choose_base
 from mint.errors import ForceNeedsReason
+from mint.exchange.wire import decode
 from mint.objects import Approval, Base, ContractAdded, Evaluation, Move, RefInfo
 from mint.remote.canary_ops import canary_of, canary_start, canary_status, canary_stop
 from mint.remote.fleet_ops import fleet, fleet_history, fleet_report
@@ -68,7 +69,6 @@ from mint.remote.traces_ops import (
     traces_ls,
     write_traces,
 )
-from mint.wire import decode
 
 __all__ = [
     "approve",

@@ -7,11 +7,11 @@ not sent. A server following a registry channel polls `canary_of` on each nudge.
 from __future__ import annotations
 
 from mint.errors import ForceNeedsReason
+from mint.exchange.wire import decode
 from mint.ids import CanaryOutcome
 from mint.objects import Canary, CanaryStatus
 from mint.remote.repo import RemoteRepo
 from mint.remote.signed_moves import signed_move
-from mint.wire import decode
 
 
 def canary_of(repo: RemoteRepo, rev: str) -> Canary | None:

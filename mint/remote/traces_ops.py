@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mint.errors import BlobCorrupt, InvalidConfig
+from mint.exchange.wire import decode
 from mint.jsonable import to_jsonable
 from mint.objects import Dataset, Trace
 from mint.remote.http import Client, segment
 from mint.remote.repo import RemoteRepo
 from mint.traces.export import FORMATS, write_file
 from mint.traces.records import check_score
-from mint.wire import decode
 
 BATCH = 1000  # rows a request (the registry's bound)
 BATCH_BYTES = 8 << 20  # bytes of rows a request (the registry takes JSON bodies of 32 MiB)
