@@ -64,10 +64,10 @@ def put_file(client, path: Path, blob: str) -> int:
 
 
 def commit_wire(line: str, blob: str, size: int, parent: str | None) -> dict:
-    """The wire form (mint.wire's) of a commit whose one file is the stored blob BLOB."""
+    """The wire form (mint.exchange.wire's) of a commit whose one file is the stored blob BLOB."""
 
-    from mint import wire
     from mint.commits.rows import build_commit
+    from mint.exchange import wire
     from mint.ids import Kind
     from mint.objects import FileEntry
 

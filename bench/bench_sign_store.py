@@ -8,7 +8,7 @@ lock of the commit's row, in the import's transaction (`mint.signing.stored.admi
 
 Figures, on SQLite and PostgreSQL (a registry over each), N commits a push, each commit an
 80 MB, 7B-shaped adapter (its blobs already there: what is timed is the metadata):
-  * import: `transfer.import_objects` of a line of N commits, each signed by a trusted key,
+  * import: `receiving.import_objects` of a line of N commits, each signed by a trusted key,
     against a line of N unsigned commits, into the same repository, alternating (the
     receiving side alone, in this process);
   * push: `mint push` of such a line to a real `mint registry serve`, signed against
@@ -56,12 +56,12 @@ def source(tmp: Path, runs: int, n: int, key) -> tuple:
 
 
 def payload(repo, line: str) -> dict:
-    from mint import transfer
+    from mint.exchange import sending
     from mint.refs import RefsContainer
 
     with repo.db.read() as conn:
         head = RefsContainer(conn).head(line)
-        return transfer.export_objects(conn, transfer.reachable(conn, [head], []))
+        return sending.export_objects(conn, sending.reachable(conn, [head], []))
 
 
 def target(repo, tmp: Path, db: str, key, folders):
@@ -77,12 +77,12 @@ def target(repo, tmp: Path, db: str, key, folders):
 
 def imports(src, db: str, runs: int, key, folders) -> dict:
     """import_objects of plain-I against signed-I, alternating."""
-    from mint import transfer
+    from mint.exchange import receiving
 
     out = {"plain": [], "signed": []}
     with c.temp_repo(db, "mint-bench-sign-store") as (repo, tmp):
         target(repo, tmp, db, key, folders)
-        transfer.import_objects(repo, payload(src, "plain-0"), pushed_by="warm-up")
+        receiving.import_objects(repo, payload(src, "plain-0"), pushed_by="warm-up")
         for i in range(1, runs + 1):
             sides = [
                 ("plain", payload(src, f"plain-{i}")),
@@ -90,7 +90,7 @@ def imports(src, db: str, runs: int, key, folders) -> dict:
             ]
             for side, p in sides if i % 2 else sides[::-1]:
                 assert side == "plain" or p["signatures"]
-                t, r = c.timed(lambda p=p: transfer.import_objects(repo, p, pushed_by="b"))
+                t, r = c.timed(lambda p=p: receiving.import_objects(repo, p, pushed_by="b"))
                 assert len(r.stored) == len(p["commits"])
                 kept = getattr(r, "signatures", None)  # None: code before issue 35
                 assert kept in (None, len(p.get("signatures", []))), r

@@ -19,16 +19,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import sqlalchemy as sa
 
-from mint import possession
 from mint import schema as s
 from mint.commits import rows
 from mint.errors import EvaluationFailed, InvalidConfig, InvalidName, InvalidObject, UnsafePath
+from mint.exchange import possession
+from mint.exchange.received import CLOCK_SKEW
 from mint.faults import crash_point
 from mint.gates.contracts import check_version
 from mint.gates.evaluations import evaluation_values
 from mint.ids import Kind, as_utc, iso, utcnow
 from mint.objects import FsckReport, GcPlan
-from mint.received import CLOCK_SKEW
 from mint.repo import Repo
 from mint.sets import pack
 from mint.sets.bound import check_bound
@@ -178,7 +178,7 @@ def gc(
 
     The plan lists what would go; after execution, what went (a blob that became live
     or young meanwhile stays, and is not listed). A deleted blob's upload grants
-    (mint.possession) go with it, in the transaction that deletes it."""
+    (mint.exchange.possession) go with it, in the transaction that deletes it."""
     plan, cutoff = plan_gc(repo, grace_seconds=grace_seconds)
     if dry_run:
         return plan

@@ -92,8 +92,8 @@ def open_in(
 def open_received(
     conn, commits: list, cid: str, base: str | None, description: str, by: str
 ) -> Proposal:
-    """The proposal of commit CID, one of COMMITS just received (`mint.transfer`), to its line:
-    `open_in` in the import's transaction."""
+    """The proposal of commit CID, one of COMMITS just received (`mint.exchange.receiving`),
+    to its line: `open_in` in the import's transaction."""
     new = next((c for c in commits if c.id == cid), None)
     if new is None:
         raise InvalidObject(f"a proposal names commit {cid[:12]}, which was not sent with it")

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from mint.received import UNSTORABLE_TEXT
+from mint.exchange.received import UNSTORABLE_TEXT
 from mint.runtime.traces import MAX_USER
 
 MAX_DEPTH = 64  # levels of nested arrays and objects; a chat request needs about six

@@ -45,8 +45,8 @@ from mint.errors import (
     SchemaOutdated,
     Unauthenticated,
 )
+from mint.exchange.received import UNSTORABLE_TEXT
 from mint.ids import utcnow
-from mint.received import UNSTORABLE_TEXT
 from mint.runtime.pipeline import TurnResult
 
 log = logging.getLogger("mint.runtime")

@@ -5,7 +5,8 @@
   it), after the id was checked; a larger one goes up as a multipart upload to a temporary
   key `PREFIX/tmp/<start ns>-<random>`, each part with its SHA-256 checksum, and is copied to
   its id's key only once the whole file hashed to the id (else BlobChanged, the upload is
-  aborted, nothing is published). The copy asks S3 for a SHA-256 of the published object.
+  aborted, nothing is published: `s3_temps`). The copy asks S3 for a SHA-256 of the published
+  object.
 - **Existing blobs**: a put of a stored blob checks it, touches it and writes nothing. The
   check trusts a full-object SHA-256 checksum kept by S3 that equals the id; otherwise it
   downloads and re-hashes the object. A corrupt object is replaced.
@@ -13,7 +14,8 @@
   (seconds since the epoch, from this machine's clock, as gc compares); `mtime` reads it, or
   the object's Last-Modified when it has none.
 - **Temps**: unfinished multipart uploads and leftover temporary objects under `PREFIX/tmp/`;
-  their age comes from the start time in their name (and the newest part of an upload).
+  their age comes from the start time in their name (and the newest part of an upload)
+  (`s3_temps`). A presigned PUT goes to a temporary object too (`s3_uploads`).
 - **Reading**: `open` streams from S3 (unverified, as for every store: see `copy_out`);
   `local_path` hands out a file of a local verified cache with a size bound (`BlobCache`).
 
@@ -29,15 +31,14 @@ import io
 import os
 import re
 import time
-import uuid
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from mint.store.base import CHUNK, BlobId, PutResult, check_blob_id, is_blob_id
 from mint.store.cache import DEFAULT_CACHE_BYTES, BlobCache
 from mint.store.errors import BlobChanged, BlobCorrupt, BlobMissing, StoreUnavailable
+from mint.store.s3_temps import TemporaryObjects
 from mint.store.s3_uploads import PresignedUploads
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ MIB = 1024 * 1024
 COPY_LIMIT = 5 * 1024**3  # the largest object one CopyObject may copy
 MTIME_KEY = "mint-mtime"
 LIST_FROM = 4  # `missing` lists a folder rather than ask for this many of its ids one by one
-_TEMP_NAME = re.compile(r"^([0-9]{1,20})-[0-9a-zA-Z]{1,64}(@[^/\s]+)?$")
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchUpload"}
 
 
@@ -66,11 +66,11 @@ def _b64(hex_digest: str) -> str:
     return base64.b64encode(bytes.fromhex(hex_digest)).decode()
 
 
-class S3ObjectStore(PresignedUploads):
+class S3ObjectStore(TemporaryObjects, PresignedUploads):
     """Content-addressed blobs in `s3://BUCKET/PREFIX/`, with a local verified cache."""
 
     def errors(self, blob_id: str | None = None):
-        return _errors(blob_id)  # botocore's errors as the store's (for PresignedUploads)
+        return _errors(blob_id)  # botocore's errors as the store's (for s3_temps, s3_uploads)
 
     def __init__(
         self,
@@ -121,10 +121,6 @@ class S3ObjectStore(PresignedUploads):
     def _key(self, blob_id: str) -> str:
         check_blob_id(blob_id)
         return f"{self.prefix}{blob_id[:2]}/{blob_id[2:]}"
-
-    @property
-    def _tmp_prefix(self) -> str:
-        return f"{self.prefix}tmp/"
 
     def check_reachable(self) -> None:
         """Raise StoreUnavailable unless the bucket answers."""
@@ -192,78 +188,6 @@ class S3ObjectStore(PresignedUploads):
             raise BlobChanged(name, expected, actual)
         if observer is not None:
             observer.done(actual, size)
-
-    def _upload_parts(self, src: BinaryIO, name: str, expected, observer) -> PutResult:
-        """A multipart upload to a temporary key, published by a copy once verified."""
-        tmp = f"{self._tmp_prefix}{time.time_ns()}-{uuid.uuid4().hex}"
-        with _errors():
-            upload = self.client.create_multipart_upload(
-                Bucket=self.bucket, Key=tmp, ChecksumAlgorithm="SHA256"
-            )["UploadId"]
-        try:
-            actual, size, parts = self._send_parts(src, tmp, upload, observer)
-            self._accept(name, expected, actual, size, observer)
-            with _errors():
-                self.client.complete_multipart_upload(
-                    Bucket=self.bucket, Key=tmp, UploadId=upload, MultipartUpload={"Parts": parts}
-                )
-        except BaseException:
-            self._abort(tmp, upload)
-            raise
-        try:
-            kept = self._keep_existing(actual) if expected is None else None
-            if kept is not None:
-                return PutResult(actual, kept, False)
-            self._copy(tmp, self._key(actual), size, actual)
-            return PutResult(actual, size, True)
-        finally:
-            with _errors():
-                self.client.delete_object(Bucket=self.bucket, Key=tmp)
-
-    def _send_parts(self, src: BinaryIO, key: str, upload: str, observer):
-        """Read SRC in parts, hashing in order, and upload the parts from a few threads.
-        Returns (sha256, size, parts for CompleteMultipartUpload)."""
-        digest, size, futures = hashlib.sha256(), 0, []
-        with ThreadPoolExecutor(self.max_workers) as pool:
-            number = 0
-            while True:
-                part = bytearray()
-                while len(part) < self.part_size and (chunk := src.read(CHUNK)):
-                    if observer is not None:
-                        observer.update(chunk)
-                    digest.update(chunk)
-                    part += chunk
-                if not part and number:
-                    break
-                number += 1
-                size += len(part)
-                while sum(not f.done() for f in futures) >= self.max_workers:
-                    futures[[f.done() for f in futures].index(False)].result()
-                futures.append(pool.submit(self._send_part, key, upload, number, bytes(part)))
-                if len(part) < self.part_size:
-                    break
-            parts = [f.result() for f in futures]
-        return BlobId(digest.hexdigest()), size, parts
-
-    def _send_part(self, key: str, upload: str, number: int, data: bytes) -> dict:
-        checksum = base64.b64encode(hashlib.sha256(data).digest()).decode()
-        with _errors():
-            r = self.client.upload_part(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload,
-                PartNumber=number,
-                Body=data,
-                ChecksumSHA256=checksum,
-            )
-        return {"ETag": r["ETag"], "PartNumber": number, "ChecksumSHA256": checksum}
-
-    def _abort(self, key: str, upload: str) -> None:
-        try:
-            with _errors():
-                self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)
-        except (BlobMissing, StoreUnavailable):
-            pass  # gc finds it among the stale temps
 
     def _copy(self, src: str, dest: str, size: int, blob_id: str | None = None) -> None:
         """Copy SRC to DEST with a fresh mtime, asking S3 for a SHA-256 of the copy; with
@@ -423,54 +347,6 @@ class S3ObjectStore(PresignedUploads):
                 )
             if r.get("Errors"):
                 raise StoreUnavailable(f"S3 kept {len(r['Errors'])} objects: {r['Errors'][0]}")
-
-    def stale_temps(self, older_than: float) -> list[str]:
-        """Unfinished multipart uploads (`NAME@UPLOAD`) and leftover temporary objects
-        (`NAME`) under `PREFIX/tmp/`, started more than OLDER_THAN seconds ago (an upload
-        whose newest part is younger is still being written)."""
-        cutoff = time.time() - older_than
-        stale = [n for n, _ in self._list_temps() if _TEMP_NAME.match(n) and _started(n) < cutoff]
-        return sorted(n for n in stale if "@" not in n or self._last_part(n) < cutoff)
-
-    def _list_temps(self) -> Iterator[tuple[str, dict]]:
-        for key, item in self._list(self._tmp_prefix):
-            yield key[len(self._tmp_prefix) :], item
-        pages = self.client.get_paginator("list_multipart_uploads")
-        with _errors():
-            for page in pages.paginate(Bucket=self.bucket, Prefix=self._tmp_prefix):
-                for up in page.get("Uploads", ()):
-                    yield f"{up['Key'][len(self._tmp_prefix) :]}@{up['UploadId']}", up
-
-    def _last_part(self, name: str) -> float:
-        key, upload = self._temp_key(name)
-        try:
-            with _errors():
-                parts = self.client.list_parts(Bucket=self.bucket, Key=key, UploadId=upload)
-        except BlobMissing:
-            return 0.0
-        return max((p["LastModified"].timestamp() for p in parts.get("Parts", ())), default=0.0)
-
-    def _temp_key(self, name: str) -> tuple[str, str | None]:
-        if not _TEMP_NAME.match(name or ""):
-            raise ValueError(f"not a temp name: {name!r}")
-        base, _, upload = name.partition("@")
-        return self._tmp_prefix + base, upload or None
-
-    def remove_temp(self, name: str) -> None:
-        """Abort the upload, or remove the temporary object, NAME (from `stale_temps`);
-        nothing happens if it is gone."""
-        key, upload = self._temp_key(name)
-        if upload is not None:
-            self._abort(key, upload)
-            return
-        with _errors():
-            self.client.delete_object(Bucket=self.bucket, Key=key)
-
-
-def _started(name: str) -> float:
-    """When the temp NAME was started (its name begins with the time in ns); 0 if unknown."""
-    m = _TEMP_NAME.match(name)
-    return int(m.group(1)) / 1e9 if m else 0.0
 
 
 class _errors:

@@ -17,9 +17,10 @@ import os
 import pytest
 import sqlalchemy as sa
 
-from mint import api, transfer
+from mint import api
 from mint import schema as s
 from mint.cli import run_in_process
+from mint.exchange import sending
 
 from conftest import Result
 from support.registry import create_token, error_of, start_registry
@@ -96,7 +97,7 @@ def test_a_limited_token_cannot_name_a_stored_blob_it_never_uploaded(world):
     forge = world.work("forge")
     evil = api.commit(forge, "coding-x", world.models["a2"], "mine now", author="cody").id
     with forge.db.read() as conn:
-        wire = transfer.commit_wire(conn, evil)
+        wire = sending.commit_wire(conn, evil)
     forge.close()
     assert weights(api.show(world.repo, "secret").files) in {b for b, _ in wire["files"].values()}
     with world.client("cody") as http:

@@ -23,8 +23,9 @@ from collections import Counter
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mint import api, transfer
+from mint import api
 from mint.cli import run_in_process
+from mint.exchange import sending
 from mint.ids import utcnow
 
 from support.registry import create_token, start_registry
@@ -98,8 +99,8 @@ class Target:
         api.contract_add(self.repo, root.parent / "prod.toml", by="ada")
         self.chat = api.commit(self.repo, "chat", models["a1"], "one", author="ann").id
         with self.repo.db.read() as conn:
-            self.wire = transfer.commit_wire(conn, self.chat)
-            self.base = transfer.export_objects(conn, [self.chat])["bases"][0]
+            self.wire = sending.commit_wire(conn, self.chat)
+            self.base = sending.export_objects(conn, [self.chat])["bases"][0]
         prompt = b"Route.\n"  # the sets' one prompt, stored as a push would have sent it
         self.repo.store.put_bytes(prompt)
         self.prompt = [hashlib.sha256(prompt).hexdigest(), len(prompt)]

@@ -20,14 +20,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mint import api, transfer
+from mint import api
 from mint.errors import RevisionNotFound, Unauthenticated
+from mint.exchange import sending
+from mint.exchange.wire import PACK_TYPE, pack_header
 from mint.registry.auth import TokenCache
 from mint.registry.token_watch import watch_for
 from mint.remote.repo import RemoteRepo
 from mint.remote.transfer_client import push
 from mint.team.tokens import token_revoke
-from mint.wire import PACK_TYPE, pack_header
 
 from support.registry import create_token, error_of, start_registry
 
@@ -220,8 +221,8 @@ def test_heads_and_tags_move_with_the_objects_in_one_transaction(world, models):
     a = api.commit(local, "chat", models["a1"], "a", author="x").id
     b = api.commit(local, "chat", models["a2"], "b", author="x").id
     with local.db.read() as conn:
-        payload = transfer.export_objects(conn, transfer.reachable(conn, [b], []))
-        sizes = transfer.blob_sizes(conn, [a, b])
+        payload = sending.export_objects(conn, sending.reachable(conn, [b], []))
+        sizes = sending.blob_sizes(conn, [a, b])
     for blob_id in sizes:  # the blobs first, as a push sends them (the PUT still works)
         with server.client(tokens["writer"]) as c, local.store.open(blob_id) as f:
             assert c.put(f"/api/v1/blobs/{blob_id}", content=f.read()).status_code in (200, 201)

@@ -14,9 +14,10 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from mint import api, transfer
+from mint import api
 from mint import schema as s
 from mint.cli import run_in_process
+from mint.exchange import sending
 from mint.ids import utcnow
 
 from conftest import Result, one_line_error
@@ -280,7 +281,7 @@ def test_a_contract_whose_version_differs_on_the_registry_is_one_clear_line(
 
 def commit_wire(repo, cid: str) -> dict:
     with repo.db.read() as conn:
-        return transfer.commit_wire(conn, cid)
+        return sending.commit_wire(conn, cid)
 
 
 # Where each bad number goes, and what it is. Commit ids cover files and meta but not the
@@ -333,11 +334,11 @@ def test_numbers_out_of_range_in_a_pushed_commit_are_refused(sqlite_world, tmp_p
 
 @pytest.mark.parametrize("bad", ["a\x00b", "\ud800 hi", "x\udfff"])
 def test_text_no_column_keeps_is_refused_by_every_receiver(bad):
-    """What a fetch or clone reads from a registry passes `mint.received` as a push does: a
-    NUL or a lone surrogate in a commit's text, or anywhere in its meta (keys too), is one
-    InvalidObject line, before any row is written (a hostile registry can send it)."""
-    from mint import received
+    """What a fetch or clone reads from a registry passes `mint.exchange.received` as a push
+    does: a NUL or a lone surrogate in a commit's text, or anywhere in its meta (keys too), is
+    one InvalidObject line, before any row is written (a hostile registry can send it)."""
     from mint.errors import InvalidObject
+    from mint.exchange import received
 
     with pytest.raises(InvalidObject, match="NUL or a lone surrogate"):
         received.text(bad, "message", max_len=100)

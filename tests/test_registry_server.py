@@ -21,10 +21,11 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from mint import api, transfer
+from mint import api
 from mint import schema as s
 from mint.cli import run_in_process
 from mint.errors import RevisionNotFound
+from mint.exchange import sending
 
 from support.pgdb import pg_database
 from support.registry import Registry, create_token, error_of, start_registry
@@ -410,8 +411,8 @@ def source_repo(env, name: str, line: str, n: int, author: str = "alice"):
 def send_objects(client: httpx.Client, source, ids: list[str]) -> httpx.Response:
     """Push the commits IDS of SOURCE: missing blobs first, then the objects."""
     with source.db.read() as conn:
-        payload = transfer.export_objects(conn, ids)
-        blobs = transfer.blob_sizes(conn, ids)
+        payload = sending.export_objects(conn, ids)
+        blobs = sending.blob_sizes(conn, ids)
     missing = client.post("/api/v1/blobs/missing", json={"ids": sorted(blobs)})
     for blob in missing.json()["missing"]:
         with source.store.open(blob) as f:
@@ -443,7 +444,7 @@ def test_push_records_the_pusher_and_moves_the_head_fast_forward_only(env):
     fetched = env.as_("reader").get("/api/v1/lines/team/objects", params={"have": [ids[0]]}).json()
     assert fetched["head"] == ids[1] and [c["id"] for c in fetched["commits"]] == [ids[1]]
     with source.db.read() as conn:
-        assert fetched["commits"] == [transfer.commit_wire(conn, ids[1])]
+        assert fetched["commits"] == [sending.commit_wire(conn, ids[1])]
     source.close()
 
 
@@ -451,7 +452,7 @@ def test_pushed_objects_are_checked_before_anything_is_recorded(env):
     source, ids = source_repo(env, "bad-src", "bad", 1)
     writer = env.as_("writer")
     with source.db.read() as conn:
-        payload = transfer.export_objects(conn, ids)
+        payload = sending.export_objects(conn, ids)
     message, payload["commits"][0]["message"] = payload["commits"][0]["message"], "tampered"
     error_of(writer.post("/api/v1/objects", json=payload), 422, "InvalidObject")
     payload["commits"][0]["message"] = message

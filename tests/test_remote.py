@@ -16,10 +16,11 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from mint import api, transfer, wire
+from mint import api
 from mint import errors as e
 from mint import schema as s
 from mint.cli import run_in_process
+from mint.exchange import arriving, sending, wire
 from mint.jsonable import to_jsonable
 from mint.remote import transfer_client
 from mint.remote.blobs import Progress
@@ -130,7 +131,7 @@ def everything(repo) -> dict:
     """Every commit (as `show` gives it), blob, tag and evaluation of a repository."""
     with repo.db.read() as conn:
         ids = [r[0] for r in conn.execute(sa.select(s.commits.c.id))]
-        evaluations = transfer.export_objects(conn, ids)["evaluations"]
+        evaluations = sending.export_objects(conn, ids)["evaluations"]
     return {
         "commits": {cid: api.show(repo, cid) for cid in ids},
         "blobs": {b: repo.store.local_path(b).read_bytes() for b in repo.store.iter()},
@@ -581,8 +582,8 @@ def test_results_decode_back_into_their_dataclasses(tmp_path, models):
     move = Move(1, "t", "promote", "chat", "production", None, b, "x", None, None, [1])
     assert wire.decode(Move, to_jsonable(move)) == move
     with repo.db.read() as conn:
-        sent = transfer.commit_wire(conn, b)
-    assert wire.commit_wire(transfer.new_commit(sent)) == sent
+        sent = sending.commit_wire(conn, b)
+    assert wire.commit_wire(arriving.new_commit(sent)) == sent
     repo.close()
 
 

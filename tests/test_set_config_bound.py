@@ -16,11 +16,12 @@ import dataclasses
 import pytest
 import sqlalchemy as sa
 
-from mint import api, transfer
+from mint import api
 from mint import schema as s
 from mint.bases import fingerprint
 from mint.cli import run_in_process
 from mint.commits import rows
+from mint.exchange import sending
 from mint.ids import utcnow
 
 from conftest import Result
@@ -87,7 +88,7 @@ def laptop(env, tmp_path, monkeypatch):
     (tmp_path / "set" / "summary.md").write_text("Summarise the turn.\n")
     cid = api.set_commit(work, tmp_path / "set" / "mol.toml", "a set", author="cody").id
     with work.db.read() as conn:
-        wire = transfer.commit_wire(conn, cid)
+        wire = sending.commit_wire(conn, cid)
     with env["server"].client(env["tokens"]["cody"]) as http:  # the prompts, as a push sends
         for blob, _size in wire["files"].values():
             with work.store.open(blob) as f:

@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from model_signing import verifying
 
-from mint import api, schema, transfer
+from mint import api, schema
 from mint.cli import run_in_process
 from mint.errors import InvalidSignature
+from mint.exchange import receiving, sending
 from mint.signing.bundle import read as read_bundle_bytes
 
 from conftest import Result, one_line_error, refused, snapshot
@@ -315,18 +316,18 @@ def test_signatures_are_sent_with_their_commits_and_checked_on_arrival(
     try:
         head = api.resolve(repo, "chat")
         with repo.db.read() as conn:
-            ids = transfer.reachable(conn, [head], [])
-            payload = transfer.export_objects(conn, ids)
-        for blob in transfer.blob_sizes(repo.db.engine.connect(), ids):
+            ids = sending.reachable(conn, [head], [])
+            payload = sending.export_objects(conn, ids)
+        for blob in sending.blob_sizes(repo.db.engine.connect(), ids):
             with repo.store.open(blob) as f:
                 dst.store.put_bytes(f.read())
         tampered = json.loads(json.dumps(payload))
         tampered["signatures"][0]["commit"] = "f" * 64
         before = snapshot(dst)
         with pytest.raises(Exception, match="not here"):
-            transfer.import_objects(dst, tampered, pushed_by=None)
+            receiving.import_objects(dst, tampered, pushed_by=None)
         assert snapshot(dst) == before
-        transfer.import_objects(dst, payload, pushed_by=None)
+        receiving.import_objects(dst, payload, pushed_by=None)
         assert api.show(dst, head).signatures == api.show(repo, head).signatures
         api.key_add(dst, "alice", Path(signed["public_key"]).read_text(), by="x")
         assert [s.key for s in api.verify(dst, head).signers] == ["alice"]

@@ -16,9 +16,10 @@ import pytest
 import sqlalchemy as sa
 from model_signing import verifying
 
-from mint import api, schema, transfer
+from mint import api, schema
 from mint.cli import run_in_process
 from mint.errors import InvalidObject
+from mint.exchange import receiving, sending
 from mint.signing.bundle import sign
 from mint.signing.commits import receive_signatures
 from mint.signing.sets import set_files
@@ -206,12 +207,12 @@ def test_a_set_signature_replayed_onto_another_set_is_refused(
     assert mint("verify", sid).code == 0  # the set it was made for still verifies
     for cid, why in ((other, "route.md differs"), (same, "made for commit")):  # on arrival
         with repo.db.read() as conn:
-            payload = transfer.export_objects(conn, [cid])
+            payload = sending.export_objects(conn, [cid])
         drop_signatures(repo, cid)
         before = snapshot(repo)
         said = f"^signature for {cid[:12]}: .*{why}"  # the commit it was sent for
         with pytest.raises(InvalidObject, match=said), repo.db.write() as conn:
-            receive_signatures(conn, payload, transfer.LOCAL, [])
+            receive_signatures(conn, payload, receiving.LOCAL, [])
         assert snapshot(repo) == before
 
 
@@ -235,12 +236,12 @@ def test_a_set_naming_a_member_signature_that_is_not_there_is_refused(
     forge(repo, sid, swapped)
     one_line_error(mint("verify", "macaron"), f"member chat ({chat.id[:12]}) carries no")
     with repo.db.read() as conn:
-        payload = transfer.export_objects(conn, [sid])
+        payload = sending.export_objects(conn, [sid])
     drop_signatures(repo, sid)
     before = snapshot(repo)
     said = f"^signature for {sid[:12]}: .*carries no signature"
     with pytest.raises(InvalidObject, match=said), repo.db.write() as conn:
-        receive_signatures(conn, payload, transfer.LOCAL, [])
+        receive_signatures(conn, payload, receiving.LOCAL, [])
     assert snapshot(repo) == before
 
 

@@ -57,7 +57,7 @@ def test_an_object_pickles_and_compares_as_before():
 
 def test_type_hints_resolve_whichever_class_is_asked_for_first():
     """Each class alone, in a new process: the classes its annotations name are made with it
-    (`mint.wire` and the registry's models read them with `typing.get_type_hints`)."""
+    (`mint.exchange.wire` and the registry's models read them with `typing.get_type_hints`)."""
     out = fresh(
         "import json, sys, typing, importlib\n"
         "names = importlib.import_module('mint.objects').__all__\n"

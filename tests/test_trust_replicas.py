@@ -28,9 +28,10 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from mint import api, transfer
+from mint import api
 from mint import schema as s
 from mint.cli import run_in_process
+from mint.exchange import sending
 from mint.ids import utcnow
 from mint.remote.repo import RemoteRepo
 
@@ -207,7 +208,7 @@ def laptop_with_an_evil_set(pair: Pair, models) -> tuple[object, str]:
 def push_raw(pair: Pair, door: int, who: str, laptop, cid: str) -> httpx.Response:
     """What an adversary sends: COMMIT's blobs, then the commit alone by POST /objects."""
     with laptop.db.read() as conn:
-        wire = transfer.commit_wire(conn, cid)
+        wire = sending.commit_wire(conn, cid)
     with pair.http(door, who) as client:
         for blob, _size in wire["files"].values():
             with laptop.store.open(blob) as f:

@@ -35,13 +35,12 @@ from mint import schema as s
 from mint.commits import rows
 from mint.errors import (
     CanaryOpen,
-    ForceNeedsReason,
     GateRefused,
     InvalidConfig,
     NoCanary,
     RevisionNotFound,
 )
-from mint.gates.checks import gate_report
+from mint.gates.checks import check_forced, gate_report
 from mint.gates.contracts import contract_show, get_row
 from mint.gates.history import move_of
 from mint.gates.live import LivePolicy, decide, stats_of
@@ -149,8 +148,7 @@ def canary_start(
     line, channel = split_ref(ref)
     fraction = check_fraction(fraction)
     signing = signing_of(sign, password, signature)
-    if force and not (reason and reason.strip()):
-        raise ForceNeedsReason(channel)
+    check_forced(force, reason, channel)
     check_text("reason", reason)
     with repo.db.write() as conn:
         baseline = _locked_holder(conn, line, channel, ref)

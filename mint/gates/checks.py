@@ -5,16 +5,25 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from mint import schema as s
+from mint.errors import ForceNeedsReason
+from mint.exchange.received import shown
 from mint.fleet.reads import served_minutes
 from mint.gates import evaluations as ev
 from mint.gates.contracts import get_row
 from mint.gates.reads import counted_evaluated, guards_evaluated, has_held
 from mint.ids import CommitId, RefKind
 from mint.objects import Check, GateReport
-from mint.received import shown
 from mint.refs import RefsContainer
 from mint.signing.commits import verify_in
 from mint.signing.policy import judge, required
+
+
+def check_forced(force: bool, reason: str | None, channel: str) -> None:
+    """Forcing CHANNEL past its gate (a promote, a canary's start) needs a REASON, which
+    history records: checked here for a repository and, before anything is sent, for a
+    registry's client (ForceNeedsReason)."""
+    if force and not (reason and reason.strip()):
+        raise ForceNeedsReason(channel)
 
 
 def number_text(x: float | None) -> str:

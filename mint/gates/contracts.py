@@ -9,7 +9,6 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from mint import received
 from mint import schema as s
 from mint.db import insert_new
 from mint.errors import (
@@ -22,6 +21,7 @@ from mint.errors import (
     RefConflict,
     RevisionNotFound,
 )
+from mint.exchange import received
 from mint.ids import ContractId, EvalSource, iso, object_id, utcnow
 from mint.objects import Contract, ContractAdded
 from mint.refs import check_name

@@ -10,10 +10,10 @@ from mint import schema as s
 from mint.commits import rows
 from mint.commits.indexes import index_evaluation
 from mint.errors import EvaluationFailed, InvalidObject
+from mint.exchange.received import json_value, shown
 from mint.gates.contracts import contract_row, get_row
 from mint.ids import HARNESS_SOURCES, ContractId, EvalSource, iso, utcnow
 from mint.objects import Evaluation
-from mint.received import json_value, shown
 from mint.refs import resolve
 from mint.repo import Repo
 

@@ -17,7 +17,6 @@ from mint.db import insert_new
 from mint.errors import (
     CanaryOpen,
     ChannelGuarded,
-    ForceNeedsReason,
     GateRefused,
     NothingToRollBack,
     RefConflict,
@@ -25,7 +24,14 @@ from mint.errors import (
 )
 from mint.faults import crash_point
 from mint.gates import reads
-from mint.gates.checks import channel_holder, gate_report, gate_rows, has_held, metric_checks
+from mint.gates.checks import (
+    channel_holder,
+    check_forced,
+    gate_report,
+    gate_rows,
+    has_held,
+    metric_checks,
+)
 from mint.gates.contracts import contract_row
 from mint.gates.evaluations import latest_evaluation_any_version
 from mint.gates.history import move_of
@@ -92,8 +98,7 @@ def promote(
     channel a typo's distance from a known one needs CREATE (ChannelTypo otherwise). The
     move is signed with the private key in file SIGN (PASSWORD), or carries SIGNATURE, a
     bundle made elsewhere; either is checked against the move (`mint.signing.moves`)."""
-    if force and not (reason and reason.strip()):
-        raise ForceNeedsReason(channel)
+    check_forced(force, reason, channel)
     check_text("reason", reason)
     signing = signing_of(sign, password, signature)
     for _ in range(PROMOTE_ATTEMPTS):

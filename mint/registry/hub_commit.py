@@ -8,9 +8,9 @@ The body (huggingface_hub's `_prepare_commit_payload`) is one JSON object a line
 `file` (a small file, base64), `lfsFile` (a blob uploaded by the LFS batch API, by its sha256
 and size), `deletedFile` and `deletedFolder`. Every path is checked as a folder's are; every
 `lfsFile` must name a blob the store holds, at its size, and (for a token limited to lines)
-one the token may name (`mint.possession`). Nothing is stored before everything is checked:
-the folder lies in the repository's temporary folder and goes once the commit is made or
-refused.
+one the token may name (`mint.exchange.possession`). Nothing is stored before everything is
+checked: the folder lies in the repository's temporary folder and goes once the commit is made
+or refused.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mint import api, possession, received
+from mint import api
 from mint.commits import rows
 from mint.commits.adapter import CONFIG, MAX_FILES, WEIGHTS, safe_relpath
 from mint.commits.statcache import FileStat, Known, StatCache
@@ -39,6 +39,7 @@ from mint.errors import (
     RefConflict,
     WrongKind,
 )
+from mint.exchange import possession, received
 from mint.ids import Kind
 from mint.objects import CommitResult
 from mint.refs import RefsContainer

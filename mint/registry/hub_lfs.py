@@ -29,8 +29,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from mint import errors as e
-from mint import possession, received
 from mint import schema as s
+from mint.exchange import possession, received
 from mint.registry.hf_protocol import HubMiss
 from mint.registry.hub_learn import Learning, keep
 from mint.registry.hub_write import hub_answers, hub_identity, may_write

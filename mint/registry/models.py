@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from mint.exchange.received import UNSTORABLE_TEXT
 from mint.ids import EvalSource
-from mint.received import UNSTORABLE_TEXT
 
 HEX64 = r"^[0-9a-f]{64}$"
 MAX_IDS = 10_000
@@ -133,7 +133,7 @@ class PushedTag(Body):
 
 
 class ObjectsBody(Body):
-    """The wire format of `mint.transfer` (see docs/registry-api.md); checked there. HEADS
+    """The wire format of `mint.exchange` (see docs/registry-api.md); checked there. HEADS
     move and TAGS are made in the import's transaction, once the objects are stored."""
 
     bases: list[dict[str, Any]] = []

@@ -15,7 +15,8 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from mint import possession, transfer
+from mint.exchange import possession
+from mint.exchange.heads import line_heads
 from mint.registry.auth import Reader, RepoDep, Uploader, check_blob, check_line
 from mint.registry.blob_send import blob_body, byte_range
 from mint.registry.models import HEX64, MissingBlobs, MissingBody, StoredBlob, StoredPack
@@ -51,7 +52,7 @@ def redirect(url: str, headers: dict | None = None) -> Response:
 def missing(repo: RepoDep, who: Uploader, body: MissingBody) -> MintJSON:
     """The ids of BODY that the store lacks, in the order given. For a token limited to lines,
     also the stored ones it may not read and has not uploaded: a push may name those only once
-    it has sent their bytes (mint.possession), so an honest client uploads them.
+    it has sent their bytes (mint.exchange.possession), so an honest client uploads them.
 
     With `lines`, also where each of those lines' heads is (null: no such line), so that a
     push plans what to send from this one answer."""
@@ -68,7 +69,7 @@ def missing(repo: RepoDep, who: Uploader, body: MissingBody) -> MintJSON:
                     possession.unproven(conn, stored, token=who.name, may_read=who.may_touch)
                 )
             if body.lines is not None:
-                heads = transfer.line_heads(conn, body.lines)
+                heads = line_heads(conn, body.lines)
     found = {"missing": [i for i in wanted if i in absent]}
     return answer(found if heads is None else {**found, "heads": heads})
 
@@ -103,7 +104,7 @@ async def upload(blob_id: BlobPath, request: Request, who: Uploader) -> MintJSON
     """Store the body as blob BLOB_ID: 201 stored, 200 already there, 422 if the bytes hash
     to another id (then nothing is stored). Every byte is hashed even when the blob is stored
     already: for a token limited to lines the upload is its proof of holding the bytes, and
-    is recorded as such (mint.possession)."""
+    is recorded as such (mint.exchange.possession)."""
     if "content-length" not in request.headers:
         raise HTTPException(411, "an upload needs a Content-Length")
     repo = request.app.state.repo
@@ -125,7 +126,7 @@ async def upload_pack(request: Request, who: Uploader) -> MintJSON:
     another length than it announces stores nothing. Each blob is then stored once its bytes
     hash to its id; the first that does not ends the upload (422), nothing of it stored. As
     with a PUT, every blob's bytes are hashed, stored already or not, and for a token limited
-    to lines each is recorded as uploaded by it (mint.possession)."""
+    to lines each is recorded as uploaded by it (mint.exchange.possession)."""
     if "content-length" not in request.headers:
         raise HTTPException(411, "an upload needs a Content-Length")
     repo = request.app.state.repo

@@ -10,7 +10,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import Field
 
-from mint import api, objects, transfer
+from mint import api, objects
+from mint.exchange import receiving
 from mint.proposals import open_received
 from mint.registry.auth import Contributor, Reader, RepoDep, Writer, check_commit, check_line, need
 from mint.registry.models import Body, Id64, Name
@@ -22,7 +23,7 @@ router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, tags=["proposals
 
 
 class ProposalBody(Body):
-    """A commit in the wire form of `mint.transfer` (its blobs stored already), offered to
+    """A commit in the wire form of `mint.exchange.wire` (its blobs stored already), offered to
     its line: BASE, the line's head it is proposed on; DESCRIPTION, what it is for."""
 
     commit: dict[str, Any]
@@ -34,7 +35,7 @@ class ProposalBody(Body):
 def propose(repo: RepoDep, who: Contributor, body: ProposalBody) -> MintJSON:
     """Record the commit (its id recomputed, checked as a push's are) and its proposal to its
     line, in one transaction; no head moves. A contributor's token proposes to its lines."""
-    admission = transfer.Admission(
+    admission = receiving.Admission(
         by=who.name,
         check_line=lambda line: check_line(who, line),
         add_contracts=False,
@@ -45,7 +46,7 @@ def propose(repo: RepoDep, who: Contributor, body: ProposalBody) -> MintJSON:
     def offer(conn, commits: list) -> None:
         made.append(open_received(conn, commits, cid, body.base, body.description, who.name))
 
-    transfer.import_objects(
+    receiving.import_objects(
         repo, {"commits": [body.commit]}, pushed_by=who.name, admission=admission, also=offer
     )
     return answer(made[0])

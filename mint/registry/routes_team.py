@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from mint import api
 from mint.errors import Forbidden, InvalidName
-from mint.received import UNSTORABLE_TEXT
+from mint.exchange.received import UNSTORABLE_TEXT
 from mint.registry.auth import Admin, RepoDep, need, token_cache
 from mint.registry.models import Name, ProtectBody, TokenBody, WebhookBody
 from mint.registry.render import MintJSON, answer

@@ -1,4 +1,4 @@
-"""Push and fetch (`mint.transfer`): commit objects in, the line head moved by
+"""Push and fetch (`mint.exchange`): commit objects in, the line head moved by
 compare-and-swap (fast-forward only unless forced), and a line's objects out."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from mint import api, objects, transfer
+from mint import api, objects
 from mint import schema as s
 from mint.errors import RevisionNotFound
+from mint.exchange import heads, receiving, sending
 from mint.registry.auth import Reader, RepoDep, Writer, check_line, need
 from mint.registry.models import MAX_IDS, HeadBody, HeadMoved, Id64, Imported, Name, ObjectsBody
 from mint.registry.render import MintJSON, answer
@@ -46,19 +47,19 @@ def receive_objects(repo: RepoDep, who: Writer, body: ObjectsBody) -> MintJSON:
         need(who, Access.MAINTAINER, "force a line head")
     for line in [m.line for m in body.heads] + [t.tag.partition("@")[0] for t in body.tags]:
         check_line(who, line)
-    admission = transfer.Admission(
+    admission = receiving.Admission(
         by=who.name,
         check_line=lambda line: check_line(who, line),
         add_contracts=who.role.allows(Access.ADMIN),
         reads_line=who.may_touch if who.lines is not None else None,
     )
     payload = body.model_dump(include={"bases", "commits", "evaluations", "signatures"})
-    result = transfer.import_objects(
+    result = receiving.import_objects(
         repo,
         payload,
         pushed_by=who.name,
         admission=admission,
-        heads=[transfer.HeadMove(m.line, m.old, m.new, m.force) for m in body.heads],
+        heads=[receiving.HeadMove(m.line, m.old, m.new, m.force) for m in body.heads],
         tags=[(t.tag, t.rev, t.message) for t in body.tags],
     )
     return answer(result)
@@ -74,9 +75,9 @@ def move_head(repo: RepoDep, who: Writer, line: Name, body: HeadBody) -> MintJSO
         need(who, Access.MAINTAINER, "force a line head")
     if who.lines is not None:
         with repo.db.read() as conn:
-            for member_line in transfer.member_lines(conn, body.new):
+            for member_line in heads.member_lines(conn, body.new):
                 check_line(who, member_line)
-    transfer.move_head(repo, line, body.old, body.new, force=body.force, by=who.name)
+    heads.move_head(repo, line, body.old, body.new, force=body.force, by=who.name)
     return answer({"line": line, "head": body.new})
 
 
@@ -97,7 +98,7 @@ def line_objects(
         head = conn.execute(sa.select(s.lines.c.head).where(s.lines.c.name == line)).scalar()
         if head is None:
             raise RevisionNotFound(line, "unknown line")
-        ids = transfer.reachable(conn, [head], have or [])
+        ids = sending.reachable(conn, [head], have or [])
         check_commits(conn, who, ids, f"line {line}'s objects")
-        payload = transfer.export_objects(conn, ids)
+        payload = sending.export_objects(conn, ids)
     return answer({"head": head, **payload, "tags": tags})

@@ -24,8 +24,8 @@ from pathlib import Path
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from mint import received
 from mint.errors import BlobCorrupt, InvalidObject
+from mint.exchange import received
 from mint.repo import Repo
 from mint.store import ObjectStore
 from mint.store.base import CHUNK, PutResult

@@ -110,9 +110,9 @@ class RemoteBackend:
         SIGNATURES (bundles made here), all in the transaction that stores it: three
         requests."""
         from mint.errors import RefConflict
+        from mint.exchange.receiving import HeadMove
+        from mint.exchange.wire import commit_wire
         from mint.remote.transfer_client import post_objects
-        from mint.transfer import HeadMove
-        from mint.wire import commit_wire
 
         sent = staged.store()
         payload = {"bases": [], "commits": [commit_wire(new)], "evaluations": []}

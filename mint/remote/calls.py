@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from mint.bases import choose_base
-from mint.errors import ForceNeedsReason
+from mint.exchange.wire import decode
 from mint.objects import Approval, Base, ContractAdded, Evaluation, Move, RefInfo
 from mint.remote.canary_ops import canary_of, canary_start, canary_status, canary_stop
 from mint.remote.fleet_ops import fleet, fleet_history, fleet_report
@@ -68,7 +68,6 @@ from mint.remote.traces_ops import (
     traces_ls,
     write_traces,
 )
-from mint.wire import decode
 
 __all__ = [
     "approve",
@@ -247,8 +246,9 @@ def promote(
     """Move LINE@CHANNEL to REV on the registry if its gate passes (or with force); creating
     a channel a typo's distance from a known one needs CREATE. With SIGN, signed here with
     that private key (which is never sent: `mint.remote.signed_moves`)."""
-    if force and not (reason and reason.strip()):
-        raise ForceNeedsReason(channel)
+    from mint.gates.checks import check_forced  # the same words as locally, before sending
+
+    check_forced(force, reason, channel)
     body = {"rev": rev, "channel": channel, "contract": contract, "force": force, "reason": reason}
     if create:  # sent only when given: a registry that predates it still takes the rest
         body["create"] = True

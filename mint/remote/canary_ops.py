@@ -6,12 +6,11 @@ not sent. A server following a registry channel polls `canary_of` on each nudge.
 
 from __future__ import annotations
 
-from mint.errors import ForceNeedsReason
+from mint.exchange.wire import decode
 from mint.ids import CanaryOutcome
 from mint.objects import Canary, CanaryStatus
 from mint.remote.repo import RemoteRepo
 from mint.remote.signed_moves import signed_move
-from mint.wire import decode
 
 
 def canary_of(repo: RemoteRepo, rev: str) -> Canary | None:
@@ -41,10 +40,10 @@ def canary_start(
     protected channel needs admin). With SIGN, signed here with that private key (which is
     never sent: `mint.remote.signed_moves`)."""
     from mint.gates.canary import check_fraction  # the same words as locally, before sending
+    from mint.gates.checks import check_forced
 
     fraction = check_fraction(fraction)
-    if force and not (reason and reason.strip()):
-        raise ForceNeedsReason(ref.partition("@")[2] or ref)
+    check_forced(force, reason, ref.partition("@")[2] or ref)
     body = {"ref": ref, "candidate": candidate, "fraction": fraction, "reason": reason}
     if contract is not None or force:  # sent only when given: an older registry takes the rest
         body |= {"contract": contract, "force": force}

@@ -18,7 +18,6 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint import transfer
 from mint.commits.files import empty_folder
 from mint.errors import (
     DestinationNotEmpty,
@@ -28,6 +27,9 @@ from mint.errors import (
     RevisionNotFound,
     WrongKind,
 )
+from mint.exchange.arriving import new_commit
+from mint.exchange.heads import is_ancestor, line_head, move_head
+from mint.exchange.receiving import import_objects
 from mint.ids import RefKind
 from mint.refs import RefsContainer, remote_refs
 from mint.refs.revisions import check_name
@@ -129,24 +131,24 @@ def _receive(repo: Repo, remote: RemoteRepo, data: dict, progress):
     checked before a byte is downloaded: their sizes are what the downloads trust."""
     if not isinstance(data, dict):
         raise InvalidObject("the registry's objects are not a JSON object")
-    commits = [transfer.new_commit(c) for c in data.get("commits", [])]
+    commits = [new_commit(c) for c in data.get("commits", [])]
     sizes = {f.sha256: f.size for c in commits for f in c.files.values()}
     got = fetch_into_store(remote.client, repo.store, sizes, repo.mint_dir, progress)
     payload = {k: data.get(k, []) for k in ("bases", "commits", "evaluations", "signatures")}
-    imported = transfer.import_objects(repo, payload, pushed_by=None)
+    imported = import_objects(repo, payload, pushed_by=None)
     return got, len(imported.stored)
 
 
 def _advance(repo: Repo, line: str, theirs: str, n: int, channels: dict, by: str) -> LineFetch:
     """Fast-forward LINE here to THEIRS, the registry's head; leave a diverged line alone."""
-    local = transfer.line_head(repo, line)
+    local = line_head(repo, line)
     if local == theirs:
         return LineFetch(line, local, theirs, "up-to-date", n, channels)
     try:
-        transfer.move_head(repo, line, local, theirs, force=False, by=by)
+        move_head(repo, line, local, theirs, force=False, by=by)
     except NotFastForward:
         with repo.db.read() as conn:
-            ahead = transfer.is_ancestor(conn, theirs, local)
+            ahead = is_ancestor(conn, theirs, local)
         return LineFetch(line, local, theirs, "ahead" if ahead else "diverged", n, channels)
     return LineFetch(line, local, theirs, "new" if local is None else "fast-forward", n, channels)
 

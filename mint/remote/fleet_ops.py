@@ -7,9 +7,9 @@ never waits long on a registry that is slow, it drops the report (`mint.fleet.re
 
 from __future__ import annotations
 
+from mint.exchange.wire import decode_list
 from mint.objects import ChannelFleet, ServedInterval
 from mint.remote.repo import RemoteRepo
-from mint.wire import decode_list
 
 REPORT_TIMEOUT = 5.0  # seconds a report may take before it is dropped
 

@@ -14,7 +14,7 @@ import httpx
 
 from mint import __version__
 from mint import errors as e
-from mint.wire import PACK_TYPE, pack_header
+from mint.exchange.wire import PACK_TYPE, pack_header
 
 API = "/api/v1"
 CHUNK = 1024 * 1024
@@ -88,9 +88,9 @@ class Client:
         advance: Callable | None = None,
         done: Callable | None = None,
     ) -> list[dict]:
-        """Stream BLOBS ((id, file, size) each) as one pack (`mint.wire.pack_header`, then the
-        bytes), calling ADVANCE with each chunk's length and DONE with each blob's id once it
-        is sent. Returns the registry's {id, size, written} for each."""
+        """Stream BLOBS ((id, file, size) each) as one pack (`mint.exchange.wire.pack_header`,
+        then the bytes), calling ADVANCE with each chunk's length and DONE with each blob's id
+        once it is sent. Returns the registry's {id, size, written} for each."""
         header = pack_header([(blob_id, size) for blob_id, _, size in blobs])
 
         def chunks() -> Iterator[bytes]:
@@ -229,8 +229,8 @@ def _with_status(exc: Exception, status: int) -> Exception:
 
 
 def _gate_report(detail: Any) -> Any:
+    from mint.exchange.wire import decode
     from mint.objects import GateReport
-    from mint.wire import decode
 
     try:
         return decode(GateReport, detail)

@@ -6,10 +6,10 @@ through `RemoteBackend.propose` (its blobs, then one request)."""
 
 from __future__ import annotations
 
+from mint.exchange.wire import decode, decode_list
 from mint.objects import Proposal, ProposalDetail
 from mint.remote.http import segment
 from mint.remote.repo import RemoteRepo
-from mint.wire import decode, decode_list
 
 
 def proposal_ls(
@@ -38,7 +38,7 @@ def proposal_close(repo: RemoteRepo, line: str, number: int, *, by: str) -> Prop
 
 def propose(remote: RemoteRepo, new, head: str | None, description: str) -> dict:
     """Offer NEW (its blobs stored on the registry already) to its line: one request."""
-    from mint.wire import commit_wire
+    from mint.exchange.wire import commit_wire
 
     body = {"commit": commit_wire(new), "base": head, "description": description}
     return remote.client.post("/proposals", body)

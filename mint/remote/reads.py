@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mint.errors import LocalOnly
+from mint.exchange.wire import decode, decode_list
 from mint.ids import CommitId, RefKind
 from mint.objects import (
     Base,
@@ -19,7 +20,6 @@ from mint.objects import (
 )
 from mint.remote.http import segment
 from mint.remote.repo import RemoteRepo
-from mint.wire import decode, decode_list
 
 
 def resolve(repo: RemoteRepo, rev: str) -> CommitId:

@@ -10,11 +10,11 @@ the statement names another move and is refused (409): planned and signed again,
 from __future__ import annotations
 
 from mint.errors import InvalidObject, MoveStatementMismatch
+from mint.exchange.wire import decode, decode_list
 from mint.objects import Move
 from mint.remote.repo import RemoteRepo
 from mint.signing.bundle import load_private_key
 from mint.signing.moves import MoveStatement, SignedMove, sign_statement
-from mint.wire import decode, decode_list
 
 ATTEMPTS = 3
 

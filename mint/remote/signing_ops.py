@@ -7,11 +7,11 @@ travels.
 
 from __future__ import annotations
 
+from mint.exchange.wire import decode, decode_list
 from mint.objects import SignaturePrune, SigningKey, Verification
 from mint.remote.http import segment
 from mint.remote.repo import RemoteRepo
 from mint.signing.keys import parse_public
-from mint.wire import decode, decode_list
 
 
 def key_add(

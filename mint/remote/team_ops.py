@@ -9,12 +9,12 @@ registry, only variables named `MINT_WEBHOOK_*`).
 
 from __future__ import annotations
 
+from mint.exchange.wire import decode, decode_list
 from mint.remote.http import segment
 from mint.remote.repo import RemoteRepo
 from mint.team.protection import ProtectedChannel
 from mint.team.tokens import NewToken, TokenInfo
 from mint.team.webhooks import Delivery, Webhook
-from mint.wire import decode, decode_list
 
 
 def token_create(

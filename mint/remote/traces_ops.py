@@ -16,14 +16,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from mint.errors import BlobCorrupt, InvalidConfig
+from mint.errors import BlobCorrupt
+from mint.exchange.wire import decode
 from mint.jsonable import to_jsonable
 from mint.objects import Dataset, Trace
 from mint.remote.http import Client, segment
 from mint.remote.repo import RemoteRepo
-from mint.traces.export import FORMATS, write_file
-from mint.traces.records import check_score
-from mint.wire import decode
+from mint.traces.export import check_format, write_file
+from mint.traces.records import TraceFilter, check_score
 
 BATCH = 1000  # rows a request (the registry's bound)
 BATCH_BYTES = 8 << 20  # bytes of rows a request (the registry takes JSON bodies of 32 MiB)
@@ -107,16 +107,8 @@ def traces_ls(
     limit: int | None = 100,
 ) -> list[Trace]:
     """Traces newest first, with their latest feedback (see `mint.traces.records.traces_ls`)."""
-    found = repo.client.get(
-        "/traces",
-        set=set_rev,
-        since=since.isoformat() if isinstance(since, dt.datetime) else since,
-        label=label,
-        min_score=min_score,
-        variant=variant,
-        limit=limit,
-    )
-    return [decode(Trace, t) for t in found]
+    wanted = TraceFilter(set_rev, since, label, min_score, variant, limit)
+    return [decode(Trace, t) for t in repo.client.get("/traces", **wanted.as_dict())]
 
 
 def traces_export(
@@ -134,18 +126,9 @@ def traces_export(
 ) -> Dataset:
     """Have the registry export and keep the traces the filters select; write its JSONL to
     OUT_PATH, checked against the dataset's sha256 (BlobCorrupt, and no file, if it differs)."""
-    if format not in FORMATS:
-        raise InvalidConfig(f"unknown export format {format!r}: one of {', '.join(FORMATS)}")
-    body = {
-        "format": format,
-        "set": set_rev,
-        "since": since.isoformat() if isinstance(since, dt.datetime) else since,
-        "label": label,
-        "min_score": min_score,
-        "variant": variant,
-        "limit": limit,
-    }
-    answer = repo.client.post("/traces/export", {k: v for k, v in body.items() if v is not None})
+    check_format(format)
+    wanted = TraceFilter(set_rev, since, label, min_score, variant, limit)
+    answer = repo.client.post("/traces/export", {"format": format, **wanted.as_dict()})
     dataset = decode(Dataset, answer["dataset"])
     path = Path(out_path)
     data = answer["content"].encode("utf-8")

@@ -19,9 +19,11 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from mint import schema as s
-from mint import transfer
 from mint.commits import rows
 from mint.errors import PushRejected, RegistryUnreachable, WrongKind
+from mint.exchange.heads import is_ancestor
+from mint.exchange.receiving import HeadMove
+from mint.exchange.sending import blob_sizes, export_objects, reachable, recent
 from mint.ids import RefKind
 from mint.refs import resolve
 from mint.refs.revisions import check_name
@@ -103,10 +105,8 @@ def push(
             f"push stopped: {exc}; no line moved on the registry, and pushing again sends "
             "only what is still missing"
         ) from None
-    moves = [
-        transfer.HeadMove(line, old, new, force) for line, old, new, must in plan.moves if must
-    ]
-    moves += [transfer.HeadMove(line, old, new) for line, old, new, must in plan.members if must]
+    moves = [HeadMove(line, old, new, force) for line, old, new, must in plan.moves if must]
+    moves += [HeadMove(line, old, new) for line, old, new, must in plan.members if must]
     try:
         done = post_objects(remote, plan.payload, heads=moves, tags=plan.tags)
     except RegistryUnreachable as exc:
@@ -168,7 +168,7 @@ def post_objects(
     payload: dict,
     limit: int | None = None,
     *,
-    heads: list[transfer.HeadMove] | None = None,
+    heads: list[HeadMove] | None = None,
     tags: list[tuple[str, str, str | None]] | None = None,
 ) -> dict:
     """Send PAYLOAD's objects in requests of about LIMIT bytes each, in order: the commits
@@ -226,8 +226,8 @@ def _tips(repo: Repo, specs: list[str]) -> _Tips:
     asked for once its heads are known."""
     with repo.db.read() as conn:
         tips = [_tip(conn, spec) for spec in specs]
-        history = transfer.recent(conn, [cid for _, cid, _ in tips], RECENT)
-        blobs = sorted(transfer.blob_sizes(conn, history))[:MISSING_BATCH]
+        history = recent(conn, [cid for _, cid, _ in tips], RECENT)
+        blobs = sorted(blob_sizes(conn, history))[:MISSING_BATCH]
         members = _pinned(conn, tips)
     return _Tips(tips, blobs, members)
 
@@ -241,9 +241,7 @@ def _pinned(conn, tips) -> list[tuple[str, str]]:
         for m in rows.members_of(conn, cid):
             line = rows.commit_row(conn, m.commit_id).line
             other = found.get(line)
-            if line not in named and (
-                other is None or transfer.is_ancestor(conn, other, m.commit_id)
-            ):
+            if line not in named and (other is None or is_ancestor(conn, other, m.commit_id)):
                 found[line] = m.commit_id
     return sorted(found.items())
 
@@ -258,10 +256,10 @@ def _plan(repo: Repo, found: _Tips, heads: dict, tags: bool, force: bool) -> _Pl
         members = [(line, heads.get(line), cid) for line, cid in found.members]
         notes = [n for m in members if (n := _member_left(conn, *m))]
         members = [(*m, _member_moves(conn, *m)) for m in members]
-        ids = transfer.reachable(conn, [cid for _, cid, _ in tips], have)
+        ids = reachable(conn, [cid for _, cid, _ in tips], have)
         sending = ids + [cid for _, cid, _ in tips if cid not in ids]  # their evaluations too
-        payload = transfer.export_objects(conn, sending)
-        sizes = transfer.blob_sizes(conn, ids)
+        payload = export_objects(conn, sending)
+        sizes = blob_sizes(conn, ids)
         tag_plan = _tags(conn, tips + [(line, cid, None) for line, cid in found.members], tags)
     sources = {b: (repo.store.local_path(b), n) for b, n in sizes.items()}
     return _Plan(moves, payload, sources, tag_plan, members, notes)
@@ -295,9 +293,9 @@ def _needs_move(conn, line: str, old: str | None, new: str, *, force: bool) -> b
         raise PushRejected(
             line, new, old, "the registry has commits this repository lacks: " + FETCH_FIRST
         )
-    if transfer.is_ancestor(conn, old, new):
+    if is_ancestor(conn, old, new):
         return True
-    if transfer.is_ancestor(conn, new, old):
+    if is_ancestor(conn, new, old):
         return False  # the registry is already past it
     raise PushRejected(line, new, old, NOT_FF)
 
@@ -307,7 +305,7 @@ def _member_moves(conn, line: str, old: str | None, new: str) -> bool:
     the set pins: made where it is missing, fast-forwarded, never rewound nor forced."""
     if old is None:
         return True
-    return old != new and known(conn, old) and transfer.is_ancestor(conn, old, new)
+    return old != new and known(conn, old) and is_ancestor(conn, old, new)
 
 
 def _member_left(conn, line: str, old: str | None, new: str) -> str | None:
@@ -315,7 +313,7 @@ def _member_left(conn, line: str, old: str | None, new: str) -> str | None:
     a pushed set pins, is not behind it (the set itself is pushed all the same)."""
     if old is None or old == new or _member_moves(conn, line, old, new):
         return None
-    if known(conn, old) and transfer.is_ancestor(conn, new, old):
+    if known(conn, old) and is_ancestor(conn, new, old):
         return None  # the registry is already past it
     return (
         f"member line {line} left at {old[:12]} on the registry: the pushed set's member "
@@ -330,7 +328,7 @@ def _tags(conn, tips, every: bool) -> list[tuple[str, str, str | None]]:
     for line, cid, named in tips:
         q = sa.select(s.refs).where(s.refs.c.line == line, s.refs.c.kind == RefKind.TAG)
         for t in conn.execute(q.order_by(s.refs.c.name)):
-            if t.name == named or (every and transfer.is_ancestor(conn, t.target, cid)):
+            if t.name == named or (every and is_ancestor(conn, t.target, cid)):
                 out[f"{t.line}@{t.name}"] = (t.target, t.message)
     return [(ref, target, message) for ref, (target, message) in out.items()]
 

@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from mint import schema as s
 from mint.commits.rows import commit_row, files_of, signatures_of
 from mint.errors import InvalidObject, InvalidSignature, NotVerified
+from mint.exchange.received import listing
 from mint.ids import Kind
 from mint.objects import Signer, Verification
-from mint.received import listing
 from mint.refs import resolve
 from mint.signing import SIGNATURE_FILE
 from mint.signing.bundle import (
@@ -259,7 +259,7 @@ class Signing:
         return dataclasses.replace(scanned, files=kept)
 
 
-# --- on the wire (push, fetch, clone: mint.transfer) -------------------------------------
+# --- on the wire (push, fetch, clone: mint.exchange) -------------------------------------
 
 
 def signatures_wire(conn, ids: list[str]) -> dict:
@@ -283,8 +283,8 @@ def signatures_wire(conn, ids: list[str]) -> dict:
 
 def receive_signatures(conn, payload: dict, sender, recorded: list[str]) -> int:
     """Keep each bundle of PAYLOAD's signatures with its commit, which must be here and on a
-    line the SENDER reaches (a `mint.transfer.Admission`: its `check_line` raises otherwise),
-    checked as a local commit checks a folder's model.sig (`attach`; a set's as
+    line the SENDER reaches (a `mint.exchange.receiving.Admission`: its `check_line` raises
+    otherwise), checked as a local commit checks a folder's model.sig (`attach`; a set's as
     `mint.signing.sets.attach_set` does), a set's after its members' (it names theirs). A
     bundle by a key not trusted here is kept, from a pusher (`sender.by`), only with a commit
     among RECORDED, the commits its import records (no pusher grows another person's commit);

@@ -46,8 +46,7 @@ def traces_export(
 ) -> Dataset:
     """Write the traces the filters select (oldest first) to OUT_PATH as JSONL in FORMAT,
     store the file as a blob and record it as a dataset; returns it (its id is the sha256)."""
-    if format not in FORMATS:
-        raise InvalidConfig(f"unknown export format {format!r}: one of {', '.join(FORMATS)}")
+    check_format(format)
     wanted = TraceFilter(set_rev, since, label, min_score, variant, limit)
     traces = select_traces(repo, wanted, oldest_first=True)
     make = chat_record if format == "chat" else router_record
@@ -73,6 +72,13 @@ def traces_export(
         staged.unlink(missing_ok=True)
         raise
     return _dataset(row, str(path))
+
+
+def check_format(format: str) -> None:
+    """FORMAT is one of FORMATS (InvalidConfig): checked here, and by a registry's client
+    before it asks for an export."""
+    if format not in FORMATS:
+        raise InvalidConfig(f"unknown export format {format!r}: one of {', '.join(FORMATS)}")
 
 
 def chat_record(trace: Trace) -> dict | None:

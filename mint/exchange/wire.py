@@ -5,8 +5,8 @@ Results travel as `mint.jsonable.to_jsonable` renders them (each field under its
 dataclass's own type hints, so a field added to `mint.objects` needs no change here.
 
 Commits travel in one form, `commit_wire`, whose keys are `COMMIT_KEYS`; a push and a fetch
-write it here and `mint.arriving.new_commit` checks it on the way in. Blobs travel many to a
-request as a pack: `pack_header`, then their bytes (read by `mint.registry.upload`).
+write it here and `mint.exchange.arriving.new_commit` checks it on the way in. Blobs travel
+many to a request as a pack: `pack_header`, then their bytes (read by `mint.registry.upload`).
 """
 
 from __future__ import annotations

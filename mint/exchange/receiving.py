@@ -1,10 +1,9 @@
-"""Moving commits between repositories: what to send, the wire format, what a receiver checks.
+"""What a receiver checks and records: a payload of commits that arrived by a push or a fetch.
 
-A sender lists the commits reachable from its heads that the receiver lacks (parents and set
-members first), sends the blobs they name (verified on arrival by the store), then the objects.
-The receiver recomputes every commit id from its content, checks that everything it refers to
-is present, and records it all in one transaction; the line head then moves by
-compare-and-swap, fast-forward only unless forced. The wire format is in docs/registry-api.md.
+The receiver recomputes every commit id from its content (mint.exchange.arriving), checks that
+everything it refers to is present, and records it all in one transaction; the line heads then
+move by compare-and-swap (mint.exchange.heads), fast-forward only unless forced, and tags are
+made where they do not exist. The wire format is in docs/registry-api.md.
 """
 
 from __future__ import annotations
@@ -14,9 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
 
-from mint import possession, received
 from mint import schema as s
-from mint.arriving import new_commit
 from mint.bases import fingerprint
 from mint.commits import rows
 from mint.db import insert_new, is_unique_violation
@@ -29,17 +26,18 @@ from mint.errors import (
     RefConflict,
     RefExists,
     ReservedName,
-    RevisionNotFound,
     WrongKind,
 )
+from mint.exchange import possession, received
+from mint.exchange.arriving import new_commit
+from mint.exchange.heads import member_lines, move_head_in
 from mint.gates.contracts import contract_row, receive_contract
 from mint.gates.evaluations import evaluation_values, insert_evaluation
-from mint.ids import Action, Kind, RefKind, iso, utcnow
+from mint.ids import Kind, RefKind, utcnow
 from mint.refs import RefsContainer, check_name
 from mint.refs.tags import tag_in
 from mint.repo import Repo
-from mint.signing.commits import receive_signatures, signatures_wire
-from mint.wire import commit_wire as wire_form
+from mint.signing.commits import receive_signatures
 
 
 @dataclass(frozen=True)
@@ -78,104 +76,6 @@ class ImportResult:
     signatures: int = 0  # bundles kept with commits by this import
 
 
-# --- what to send ------------------------------------------------------------------
-
-
-def reachable(conn, heads: list[str], have: list[str]) -> list[str]:
-    """Commits reachable from HEADS (through parents and set members), not through HAVE,
-    in dependency order: everything a commit refers to comes before it."""
-    stop, order, seen = set(have), [], set()
-    for head in heads:
-        stack = [(head, False)]
-        while stack:
-            cid, done = stack.pop()
-            if done:
-                order.append(cid)
-                continue
-            if cid in seen or cid in stop:
-                continue
-            seen.add(cid)
-            rows.commit_row(conn, cid)  # an unknown head is an error, not an empty push
-            stack.append((cid, True))
-            stack += [(d, False) for d in reversed(_refers_to(conn, cid))]
-    return order
-
-
-def recent(conn, heads: list[str], limit: int) -> list[str]:
-    """Up to LIMIT commits reachable from HEADS (through parents and set members), nearest
-    first: where a push looks for the blobs a registry may lack before it knows its heads."""
-    queue, seen = list(dict.fromkeys(heads)), set(heads)
-    out: list[str] = []
-    while queue and len(out) < limit:
-        cid = queue.pop(0)
-        out.append(cid)
-        for d in _refers_to(conn, cid):
-            if d not in seen:
-                seen.add(d)
-                queue.append(d)
-    return out
-
-
-def _refers_to(conn, cid: str) -> list[str]:
-    members = [m.commit_id for m in rows.members_of(conn, cid)]
-    return rows.parents_of(conn, cid) + members
-
-
-def blob_sizes(conn, ids: list[str]) -> dict[str, int]:
-    """Every blob the commits IDS name, with its size."""
-    out: dict[str, int] = {}
-    for cid in ids:
-        for f in rows.files_of(conn, cid).values():
-            out[f.sha256] = f.size
-    return out
-
-
-def export_objects(conn, ids: list[str]) -> dict:
-    """The wire form of commits IDS, the bases they are bound to, and their evaluations."""
-    commits = [commit_wire(conn, cid) for cid in ids]
-    names = sorted({c["base"] for c in commits if c["base"]})
-    bases = [_base_wire(conn, n) for n in names]
-    payload = {"bases": bases, "commits": commits, "evaluations": _evaluations_wire(conn, ids)}
-    return payload | signatures_wire(conn, ids)
-
-
-def commit_wire(conn, cid: str) -> dict:
-    """Stored commit CID in wire form (`mint.wire.commit_wire`)."""
-    return wire_form(rows.detail(conn, cid))
-
-
-def _base_wire(conn, name: str) -> dict:
-    row = conn.execute(sa.select(s.bases).where(s.bases.c.name == name)).one()
-    return {"name": row.name, "fingerprint": row.fingerprint, "config": row.config}
-
-
-def _evaluations_wire(conn, ids: list[str]) -> list[dict]:
-    e, c = s.evaluations.c, s.contracts.c
-    named = (c.name.label("c_name"), c.version.label("c_version"), c.source.label("c_source"))
-    q = sa.select(s.evaluations, *named).join(s.contracts, c.id == e.contract_id)
-    q = q.where(e.commit_id.in_(ids)).order_by(e.id)
-    return (
-        [
-            {
-                "commit": r.commit_id,
-                "contract": {"name": r.c_name, "version": r.c_version, "source": r.c_source},
-                "metrics": r.metrics,
-                "source": r.source,
-                "evaluator": r.evaluator,
-                "data_hash": r.data_hash,
-                "by": r.by,
-                "at": iso(r.at),
-            }
-            for r in conn.execute(q)
-        ]
-        if ids
-        else []
-    )
-
-
-# --- receiving -----------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Admission:
     """What the sender of a payload may do here. A registry makes one from the pushing token;
@@ -186,7 +86,7 @@ class Admission:
     check_line: Callable[[str], None] = lambda line: None
     add_contracts: bool = True  # may record contract versions that are not here yet
     # A token limited to lines: the lines it may read. A stored blob it names must be held by
-    # a commit of those lines or uploaded by this token (mint.possession); None: no proof.
+    # a commit of those lines or uploaded by this token (mint.exchange.possession); None: no proof.
     reads_line: Callable[[str], bool] | None = None
 
 
@@ -207,7 +107,7 @@ def import_objects(
     the HEADS moves and create the TAGS ((LINE@TAG, target, message)) in the same transaction;
     ALSO(conn, commits), if given, writes what goes with them there (a proposal of one).
 
-    Every commit is checked first (see mint.arriving); all of it is then checked
+    Every commit is checked first (see mint.exchange.arriving); all of it is then checked
     against what is here and recorded in one transaction, which also finds every blob the
     commits name in the store (see Database.guard_blobs). Anything refused leaves nothing."""
     admission = admission or replace(LOCAL, by=pushed_by)
@@ -332,13 +232,6 @@ def _insert(conn, c: rows.NewCommit, pushed_by: str | None) -> bool:
     return True
 
 
-def member_lines(conn, cid: str) -> list[str]:
-    """The lines of the members of the set CID (none for an adapter)."""
-    m, c = s.set_members.c, s.commits.c
-    q = sa.select(c.line).join(s.set_members, m.member_id == c.id).where(m.commit_id == cid)
-    return sorted(set(conn.execute(q).scalars()))
-
-
 def _check_refers(repo: Repo, conn, c: rows.NewCommit) -> None:
     """Parents and members are recorded (members are adapters on the set's base, as
     `set commit` pins them), blobs stored at the sizes given, the base known, the line of
@@ -384,7 +277,8 @@ def _check_refers(repo: Repo, conn, c: rows.NewCommit) -> None:
 
 def _check_possession(conn, c: rows.NewCommit, admission: Admission) -> None:
     """A limited token names only blobs it may read or has uploaded: knowing a blob's id is
-    not holding its bytes (mint.possession). Two queries for all of C's blobs, not one each."""
+    not holding its bytes (mint.exchange.possession). Two queries for all of C's blobs, not
+    one each."""
     if admission.reads_line is None:
         return
     blobs = [f.sha256 for f in c.files.values()]
@@ -435,60 +329,3 @@ def _receive_evaluation(conn, wire: object, admission: Admission) -> None:
     if conn.execute(same).first() is None:
         row = dict(commit_id=commit, contract_id=contract_id, at=at, **values)
         insert_evaluation(conn, pushed_by=admission.by, **row)
-
-
-# --- moving a line head -------------------------------------------------------------------
-
-
-def move_head(repo: Repo, line: str, old: str | None, new: str, *, force: bool, by: str) -> None:
-    """Point LINE at NEW if it is still at OLD (None: the line is new); NEW must descend from
-    OLD unless FORCE. The refs container moves it by compare-and-swap and logs it in
-    ref_history as a head move."""
-    with repo.db.write() as conn:
-        move_head_in(conn, line, old, new, force=force, by=by)
-
-
-def move_head_in(conn, line: str, old: str | None, new: str, *, force: bool, by: str) -> None:
-    """`move_head` in the caller's transaction (CONN)."""
-    check_name("line", line)
-    row = rows.commit_row(conn, new)
-    if row.line != line:
-        raise WrongKind(f"{new[:12]} is a commit of line {row.line}, not {line}")
-    refs = RefsContainer(conn)
-    head = refs.head(line)
-    if head != old:
-        raise RefConflict(f"line {line}", old, head)
-    if head == new:
-        return
-    if head is not None and not force and not is_ancestor(conn, head, new):
-        raise NotFastForward(line, head, new)
-    action = Action.FORCE if force and head is not None else Action.PUSH
-    refs.move_head(line, Kind(row.kind), head, new, by=by, action=action)
-
-
-def is_ancestor(conn, ancestor: str, descendant: str) -> bool:
-    """Whether ANCESTOR is DESCENDANT or one of its ancestors (through parents)."""
-    cp = s.commit_parents
-    seed = sa.select(sa.literal(descendant, sa.String(64)).label("id"))
-    anc = seed.cte("anc", recursive=True)
-    anc = anc.union(sa.select(cp.c.parent_id).join(anc, cp.c.commit_id == anc.c.id))
-    q = sa.select(anc.c.id).where(anc.c.id == ancestor).limit(1)
-    return conn.execute(q).first() is not None
-
-
-def line_heads(conn, names: list[str]) -> dict[str, str | None]:
-    """Where each line of NAMES has its head (None: no such line, or no commit yet)."""
-    q = sa.select(s.lines.c.name, s.lines.c.head).where(s.lines.c.name.in_(names))
-    found = dict(conn.execute(q).tuples().all())
-    return {name: found.get(name) for name in names}
-
-
-def line_head(repo: Repo, line: str) -> str | None:
-    """The head of LINE, or None when there is no such line."""
-    with repo.db.read() as conn:
-        row = conn.execute(sa.select(s.lines.c.head).where(s.lines.c.name == line)).first()
-    if row is None:
-        return None
-    if row.head is None:
-        raise RevisionNotFound(line, "line has no commits")
-    return row.head

@@ -9,17 +9,17 @@ from the content and must be the one sent.
 
 from __future__ import annotations
 
-from mint import received as r
 from mint.commits.adapter import safe_relpath
 from mint.commits.rows import NewCommit, build_commit
 from mint.errors import InvalidConfig, InvalidName, InvalidObject, UnsafePath
+from mint.exchange import received as r
+from mint.exchange.wire import COMMIT_KEYS, MEMBER_FIELDS, TENSOR_FIELDS
 from mint.ids import Kind, Role
 from mint.objects import FileEntry, Member, TensorEntry
 from mint.refs.revisions import MAX_NAME, check_name, check_text
 from mint.sets.bound import check_bound
-from mint.wire import COMMIT_KEYS, MEMBER_FIELDS, TENSOR_FIELDS
 
-KEYS = COMMIT_KEYS  # single-sourced with the writer, mint.wire.commit_wire
+KEYS = COMMIT_KEYS  # single-sourced with the writer, mint.exchange.wire.commit_wire
 MAX_TEXT = 32 * 1024 * 1024  # a message: what one request may carry
 MAX_PATH = 1000  # the widths of the columns that keep them
 MAX_IDENTITY = 200
