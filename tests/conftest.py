@@ -14,7 +14,10 @@ test that makes a second repository.
 
 from __future__ import annotations
 
+import os
+import resource
 import shutil
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -263,3 +266,29 @@ def _rename(item, nodeid: str) -> None:
         item._id = NodeId.parse(nodeid)
     else:
         item._nodeid = nodeid
+
+
+# --- CPU per test (MINT_TEST_CPU=FILE): what to cut when the suite is slow ----------------------
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With MINT_TEST_CPU set, append each test's CPU seconds (this process and the children
+    it reaped meanwhile: the servers its fixtures stopped) and wall seconds to that file, one
+    tab-separated line per test; `python -m support.cpu FILE` sums them per module."""
+    path = os.environ.get("MINT_TEST_CPU")
+    if not path:
+        yield
+        return
+    before, wall = _cpu(), time.perf_counter()
+    yield
+    cpu, wall = _cpu() - before, time.perf_counter() - wall
+    with open(path, "a") as out:
+        out.write(f"{item.nodeid}\t{cpu:.2f}\t{wall:.2f}\n")
+
+
+def _cpu() -> float:
+    own, children = (
+        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
