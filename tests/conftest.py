@@ -233,9 +233,10 @@ def assert_whole(repo) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under `--dist loadgroup`, tests on the trained demo MoL without a group of their own
-    run on one worker per module, so that their module's fixtures (a loaded runtime, a
-    server) are built once; the demo itself is trained once per run (support.runtime).
+    """Under `--dist loadgroup`, tests on the trained demo MoL, or on a module-scoped fixture
+    of their module, without a group of their own run on one worker per module, so that
+    their module's fixtures (a loaded runtime, a server, a harness's run) are built once; the
+    demo itself is trained once per run (support.runtime).
 
     Then every group is written into the test's node id, as pytest-xdist does and the
     scheduler reads: xdist 3.8 writes it to `item._nodeid`, which pytest 9 no longer reads,
@@ -243,9 +244,7 @@ def pytest_collection_modifyitems(config, items):
     if not getattr(config.option, "loadgroup", False):
         return
     for item in items:
-        if "demo" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
-            "xdist_group"
-        ):
+        if _builds_for_its_module(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
         groups = sorted(
             {
@@ -256,6 +255,22 @@ def pytest_collection_modifyitems(config, items):
         suffix = "@" + "_".join(groups)
         if groups and not item.nodeid.endswith(suffix):
             _rename(item, item.nodeid + suffix)
+
+
+def _builds_for_its_module(item) -> bool:
+    """Whether ITEM uses the trained demo, or a module-scoped fixture of its own module (a
+    harness run, a server): split over two workers, each would build it."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name) or ()
+        if name == "demo" or any(
+            d.scope == "module" and getattr(d.func, "__module__", None) == item.module.__name__
+            for d in defs
+        ):
+            return True
+    return False
 
 
 def _rename(item, nodeid: str) -> None:
