@@ -2,7 +2,10 @@
 
 Every test that takes `repo` (or `db_url`) runs twice: once on a SQLite file and once on a
 PostgreSQL database of its own, empty and at the schema's head. PostgreSQL is never skipped:
-if it cannot be reached the tests fail, and `.ci/run` fails with them.
+if it cannot be reached the tests fail, and `.ci/run` fails with them. A module whose subject
+is not the database (a page, a file format, HTTP, a harness's file) is marked
+`one_database(NAME, WHY)` and runs on NAME only; WHY names the modules that run the database
+code it passes through on both.
 
 Each repository is a copy of one that `mint init` made once per test process (its `.mint`
 folder: config, database, empty object store); a PostgreSQL database is migrated once, then
@@ -232,7 +235,37 @@ def assert_whole(repo) -> None:
             api.show(repo, m.commit_id)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "one_database(name, why): this module's tests that run on both databases run on NAME"
+        " only; WHY names the tests that run the same database code on both",
+    )
+
+
 def pytest_collection_modifyitems(config, items):
+    _one_database(config, items)
+    _groups(config, items)
+
+
+def _one_database(config, items) -> None:
+    """Deselect, in modules marked `one_database(NAME, WHY)`, the tests on the other database:
+    their subject is not the database (HTTP, a file format, a protocol), and WHY names where
+    the database code they pass through runs on both."""
+    kept, dropped = [], []
+    for item in items:
+        mark = item.get_closest_marker("one_database")
+        param = getattr(getattr(item, "callspec", None), "params", {}).get("db_url")
+        if mark is not None:
+            name, why = mark.args
+            assert name in ("sqlite", "postgresql") and len(why.split()) >= 4, mark
+        (dropped if mark is not None and param not in (None, mark.args[0]) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _groups(config, items) -> None:
     """Under `--dist loadgroup`, tests on the trained demo MoL, or on a module-scoped fixture
     of their module, without a group of their own run on one worker per module, so that
     their module's fixtures (a loaded runtime, a server, a harness's run) are built once; the
