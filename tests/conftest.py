@@ -47,7 +47,10 @@ def sqlite_template(tmp_path_factory):
     return root
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+DATABASES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=DATABASES)
 def db_url(request):
     """None selects the embedded SQLite default; otherwise the URL of an empty PostgreSQL
     database at the schema's head, this test's alone."""
@@ -249,17 +252,20 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _one_database(config, items) -> None:
-    """Deselect, in modules marked `one_database(NAME, WHY)`, the tests on the other database:
+    """Deselect, in modules marked `one_database(NAME, WHY)`, the tests on the other database
+    (by `db_url` or a module's own fixture over both):
     their subject is not the database (HTTP, a file format, a protocol), and WHY names where
     the database code they pass through runs on both."""
     kept, dropped = [], []
     for item in items:
         mark = item.get_closest_marker("one_database")
-        param = getattr(getattr(item, "callspec", None), "params", {}).get("db_url")
+        params = getattr(getattr(item, "callspec", None), "params", {}).values()
+        databases = {p for p in params if isinstance(p, str) and p in DATABASES}
         if mark is not None:
             name, why = mark.args
-            assert name in ("sqlite", "postgresql") and len(why.split()) >= 4, mark
-        (dropped if mark is not None and param not in (None, mark.args[0]) else kept).append(item)
+            assert name in DATABASES and len(why.split()) >= 4, mark
+        other = mark is not None and databases and mark.args[0] not in databases
+        (dropped if other else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
