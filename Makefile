@@ -73,9 +73,11 @@ lint: $(STAMP)
 	$(PY) -m pip install -q --no-deps --no-build-isolation --target build/lint .
 	cd build/lint && PYTHONPATH=. ../../$(VENV)/bin/lint-imports ../../pyproject.toml
 
-# Long property-based runs of every parser of outside input (make test runs a short one).
+# Long property-based runs of every parser of outside input, and of the registry's API against
+# its schema (make test runs short ones).
 fuzz: $(STAMP)
 	MINT_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py tests/test_push_fuzz.py
+	MINT_SCHEMA_EXAMPLES=100 $(PY) -m pytest -q -p no:cacheprovider tests/test_registry_server.py -k schemathesis
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -2,7 +2,10 @@
 
 Every test that takes `repo` (or `db_url`) runs twice: once on a SQLite file and once on a
 PostgreSQL database of its own, empty and at the schema's head. PostgreSQL is never skipped:
-if it cannot be reached the tests fail, and `.ci/run` fails with them.
+if it cannot be reached the tests fail, and `.ci/run` fails with them. A module whose subject
+is not the database (a page, a file format, HTTP, a harness's file) is marked
+`one_database(NAME, WHY)` and runs on NAME only; WHY names the modules that run the database
+code it passes through on both.
 
 Each repository is a copy of one that `mint init` made once per test process (its `.mint`
 folder: config, database, empty object store); a PostgreSQL database is migrated once, then
@@ -44,7 +47,10 @@ def sqlite_template(tmp_path_factory):
     return root
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+DATABASES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=DATABASES)
 def db_url(request):
     """None selects the embedded SQLite default; otherwise the URL of an empty PostgreSQL
     database at the schema's head, this test's alone."""
@@ -232,10 +238,44 @@ def assert_whole(repo) -> None:
             api.show(repo, m.commit_id)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "one_database(name, why): this module's tests that run on both databases run on NAME"
+        " only; WHY names the tests that run the same database code on both",
+    )
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under `--dist loadgroup`, tests on the trained demo MoL without a group of their own
-    run on one worker per module, so that their module's fixtures (a loaded runtime, a
-    server) are built once; the demo itself is trained once per run (support.runtime).
+    _one_database(config, items)
+    _groups(config, items)
+
+
+def _one_database(config, items) -> None:
+    """Deselect, in modules marked `one_database(NAME, WHY)`, the tests on the other database
+    (by `db_url` or a module's own fixture over both):
+    their subject is not the database (HTTP, a file format, a protocol), and WHY names where
+    the database code they pass through runs on both."""
+    kept, dropped = [], []
+    for item in items:
+        mark = item.get_closest_marker("one_database")
+        params = getattr(getattr(item, "callspec", None), "params", {}).values()
+        databases = {p for p in params if isinstance(p, str) and p in DATABASES}
+        if mark is not None:
+            name, why = mark.args
+            assert name in DATABASES and len(why.split()) >= 4, mark
+        other = mark is not None and databases and mark.args[0] not in databases
+        (dropped if other else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _groups(config, items) -> None:
+    """Under `--dist loadgroup`, tests on the trained demo MoL, or on a module-scoped fixture
+    of their module, without a group of their own run on one worker per module, so that
+    their module's fixtures (a loaded runtime, a server, a harness's run) are built once; the
+    demo itself is trained once per run (support.runtime).
 
     Then every group is written into the test's node id, as pytest-xdist does and the
     scheduler reads: xdist 3.8 writes it to `item._nodeid`, which pytest 9 no longer reads,
@@ -243,9 +283,7 @@ def pytest_collection_modifyitems(config, items):
     if not getattr(config.option, "loadgroup", False):
         return
     for item in items:
-        if "demo" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
-            "xdist_group"
-        ):
+        if _builds_for_its_module(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
         groups = sorted(
             {
@@ -256,6 +294,22 @@ def pytest_collection_modifyitems(config, items):
         suffix = "@" + "_".join(groups)
         if groups and not item.nodeid.endswith(suffix):
             _rename(item, item.nodeid + suffix)
+
+
+def _builds_for_its_module(item) -> bool:
+    """Whether ITEM uses the trained demo, or a module-scoped fixture of its own module (a
+    harness run, a server): split over two workers, each would build it."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name) or ()
+        if name == "demo" or any(
+            d.scope == "module" and getattr(d.func, "__module__", None) == item.module.__name__
+            for d in defs
+        ):
+            return True
+    return False
 
 
 def _rename(item, nodeid: str) -> None:

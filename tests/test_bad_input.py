@@ -7,6 +7,12 @@ import pytest
 
 from conftest import one_line_error, refused
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "the input is refused before any statement; test_integrity and test_crash write on both"
+    " databases",
+)
+
 
 @pytest.fixture
 def based(mint, models):

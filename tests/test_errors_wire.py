@@ -20,6 +20,13 @@ from mint.remote.http import rebuild
 
 from support.registry import create_token, running_registry
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "the subject is how an error crosses HTTP; the errors' causes run on both databases in their"
+    " modules",
+)
+
+
 SHA = {c: c * 64 for c in "abcdef"}
 
 # A representative value for every constructor field of mint.errors, by the field's name. A

@@ -23,6 +23,11 @@ from mint.errors import MintError, StoreError
 
 from conftest import snapshot
 
+pytestmark = pytest.mark.one_database(
+    "sqlite", "the parsers refuse before any statement; make fuzz runs them longer"
+)
+
+
 EXAMPLES = int(os.environ.get("MINT_FUZZ_EXAMPLES", "60"))
 LINES = itertools.count()
 fuzz = settings(

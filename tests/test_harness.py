@@ -19,6 +19,12 @@ from conftest import one_line_error, snapshot
 from support.harness import lm_eval_task, run_lm_eval
 from support.registry import create_token, running_registry
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "the subject is reading a harness's file; test_gates records evaluations on both databases",
+)
+
+
 ACC, STDERR = "tinyqa/acc,none", "tinyqa/acc_stderr,none"
 
 

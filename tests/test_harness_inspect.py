@@ -21,6 +21,12 @@ from conftest import one_line_error, snapshot
 from support.harness import beside_base, inspect_task, run_inspect
 from support.registry import create_token, running_registry
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "the subject is reading a harness's file; test_gates records evaluations on both databases",
+)
+
+
 ACCURACY = "tinyqa/includes/accuracy"
 
 

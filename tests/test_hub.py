@@ -29,6 +29,12 @@ from mint.hf.settings import HubUri, mint_tag_name, parse_uri
 from conftest import assert_whole, one_line_error, snapshot
 from support.hubserver import HubServer, StubHub, closed_port_endpoint, gated_hub
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "a pull enters through the commit path, which test_commit and test_crash run on both"
+    " databases",
+)
+
 
 @pytest.fixture(scope="session")
 def hubsrv(tmp_path_factory, models):

@@ -23,7 +23,14 @@ from mint import api
 
 from support.registry import create_token, running_registry
 
-pytestmark = pytest.mark.xdist_group("registry")
+pytestmark = [
+    pytest.mark.xdist_group("registry"),
+    pytest.mark.one_database(
+        "postgresql",
+        "the subject is the bytes handed out; test_registry_server reads commits on both"
+        " databases",
+    ),
+]
 
 LINE = "team/chat"
 WEIGHTS = "adapter_model.safetensors"

@@ -25,7 +25,14 @@ from mint import api
 from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
 
-pytestmark = pytest.mark.xdist_group("registry")
+pytestmark = [
+    pytest.mark.xdist_group("registry"),
+    pytest.mark.one_database(
+        "postgresql",
+        "hostile names are refused before any statement; test_hub_upload runs the Hub's writes"
+        " on both databases",
+    ),
+]
 
 SNOWMAN = "\u2603"
 FOLDER = SNOWMAN * 2  # the folder of many files; a lone snowman names nothing

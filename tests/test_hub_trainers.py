@@ -20,7 +20,14 @@ from mint import api
 
 from support.hubupload import files_of, hub_registry, variant
 
-pytestmark = pytest.mark.xdist_group("registry")
+pytestmark = [
+    pytest.mark.xdist_group("registry"),
+    pytest.mark.one_database(
+        "postgresql",
+        "the uploads commit through the Hub's write path, which test_hub_upload runs on both"
+        " databases",
+    ),
+]
 
 # argv: base folder, where to write what it kept locally. Prints one JSON line.
 TRAIN_AND_PUSH = r"""

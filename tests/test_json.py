@@ -8,6 +8,12 @@ import pytest
 
 from mint import api
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "the subject is how --json prints a result; the results' queries run on both databases in"
+    " their own modules",
+)
+
 
 def field_names(obj) -> set[str]:
     names = {f.name.rstrip("_") for f in dataclasses.fields(obj)}

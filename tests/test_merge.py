@@ -21,6 +21,13 @@ from support.loop import build_set
 from support.registry import create_token, running_registry
 from support.texts import MACARON
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "a merge is PEFT's arithmetic committed through the commit path test_commit runs on both"
+    " databases",
+)
+
+
 METHODS = ["linear", "ties", "dare_linear", "dare_ties", "svd", "cat"]
 DENSITY = {"ties": 0.5, "dare_linear": 0.7, "dare_ties": 0.4}
 

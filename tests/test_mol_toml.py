@@ -20,6 +20,11 @@ from mint.sets.mol import parse_mol, parse_mol_text, render_mol, toml_string
 from support.loop import build_set
 from support.texts import MACARON
 
+pytestmark = pytest.mark.one_database(
+    "sqlite", "the subject is the TOML mint writes; test_sets commits sets on both databases"
+)
+
+
 prop = settings(
     max_examples=200,
     deadline=None,

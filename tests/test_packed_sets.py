@@ -26,6 +26,12 @@ from conftest import snapshot
 from support.loop import build_set
 from support.serving import start_serve
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "a pack is a blob format; test_sets and test_mol_cli commit and serve sets on both databases",
+)
+
+
 TEXTS = ("hello friend , how are you", "please fix the python bug")
 TOKENS = 5
 ME = "alice"

@@ -13,7 +13,14 @@ from conftest import Result, one_line_error
 from support.loop import build_set
 from support.registry import create_token, running_registry
 
-pytestmark = pytest.mark.xdist_group("registry")
+pytestmark = [
+    pytest.mark.xdist_group("registry"),
+    pytest.mark.one_database(
+        "postgresql",
+        "revisions resolve through the functions test_commit and test_history run on both"
+        " databases",
+    ),
+]
 
 
 @pytest.fixture

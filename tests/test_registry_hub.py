@@ -36,7 +36,14 @@ from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
 from support.texts import TEAM_MACARON
 
-pytestmark = pytest.mark.xdist_group("registry")
+pytestmark = [
+    pytest.mark.xdist_group("registry"),
+    pytest.mark.one_database(
+        "postgresql",
+        "revisions resolve through the functions test_commit and test_history run on both"
+        " databases",
+    ),
+]
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 import socket
 import threading
@@ -513,7 +514,10 @@ def test_self_approvals_do_not_open_a_protected_gate(env):
 
 # --- the schema -----------------------------------------------------------------------------
 
-EXAMPLES = {"positive": 30, "negative": 10}  # per operation
+# Per operation: `make test` runs a few (derandomized: the same ones each run); `make fuzz`
+# runs MINT_SCHEMA_EXAMPLES (100) positive examples and a third as many negative ones.
+_MANY = int(os.environ.get("MINT_SCHEMA_EXAMPLES", "15"))
+EXAMPLES = {"positive": _MANY, "negative": max(5, _MANY // 3)}
 
 
 # On PostgreSQL only: it refuses more values than SQLite (lengths, NULs, encodings), and the

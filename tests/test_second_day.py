@@ -25,6 +25,13 @@ from mint import api
 
 from conftest import one_line_error, snapshot
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "the subject is what the CLI prints; test_log_and_status runs log and status on both"
+    " databases",
+)
+
+
 MINT = Path(sys.executable).parent / "mint"
 CONTRACT = """name = "production"
 channel = "production"

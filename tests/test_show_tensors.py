@@ -18,7 +18,13 @@ from mint.jsonable import to_jsonable
 from support.pgdb import pg_database
 from support.registry import create_token, error_of, start_registry
 
-pytestmark = pytest.mark.xdist_group("registry")
+pytestmark = [
+    pytest.mark.xdist_group("registry"),
+    pytest.mark.one_database(
+        "sqlite",
+        "the table is computed from the stored files; test_commit stores them on both databases",
+    ),
+]
 
 PATH = "/api/v1/commits/chat"
 

@@ -24,6 +24,13 @@ from support.registry import create_token, running_registry
 from support.serving import BODY, start_serve
 from support.texts import PROD
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "the policy judges signatures; test_signing_trust and test_signed_moves store them on both"
+    " databases",
+)
+
+
 SIGNED_PROD = PROD + '[signature]\nrequired = true\nkeys = ["alice"]\n'
 EXIT_GATE = 3
 USER = "tester"

@@ -28,6 +28,13 @@ from support.registry import create_token, running_registry
 from support.signing import generate, model_signing_cli, verified_by_model_signing
 from support.texts import MACARON
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "signatures are files checked by model_signing; test_signing_trust and test_signed_moves"
+    " store them on both databases",
+)
+
+
 WEIGHTS = "adapter_model.safetensors"
 
 

@@ -24,6 +24,13 @@ from conftest import one_line_error, refused
 from support.hubserver import HubServer
 from support.signing import model_signing_cli, verified_by_model_signing
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "the hub's signature is checked as a file; test_signing_trust stores signatures on both"
+    " databases",
+)
+
+
 WEIGHTS = "adapter_model.safetensors"
 
 

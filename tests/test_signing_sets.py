@@ -29,6 +29,13 @@ from support.registry import create_token, running_registry
 from support.signing import generate, verified_by_model_signing
 from support.texts import MACARON
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "a set's signature is checked as a file; test_signing_trust stores signatures on both"
+    " databases",
+)
+
+
 MEMBERS = {"router": "a1", "chat": "a2", "coding": "a3", "summary": "a1"}
 
 

@@ -21,6 +21,13 @@ from mint.vllm.follow import Follower
 from conftest import one_line_error
 from support.registry import create_token, running_registry
 
+pytestmark = pytest.mark.one_database(
+    "sqlite",
+    "names resolve to folders through functions test_commit and test_history run on both"
+    " databases",
+)
+
+
 USER = "tester"
 
 

@@ -28,7 +28,14 @@ from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
 from support.texts import MACARON_BY_REFS, PRODUCTION_ACCURACY, RELEASE_ACCURACY
 
-pytestmark = pytest.mark.xdist_group("web")
+pytestmark = [
+    pytest.mark.xdist_group("web"),
+    pytest.mark.one_database(
+        "postgresql",
+        "the pages read through the API's functions, which test_gates and test_history run on"
+        " both databases",
+    ),
+]
 
 LONG = 53  # commits on the line `long`: a page of 50 and one of 3
 SCRIPT_MESSAGE = 'first <script>alert("x")</script> & <b>bold</b>'

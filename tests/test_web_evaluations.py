@@ -25,7 +25,14 @@ from support.browser import chromium, sign_in, wait_for
 from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
 
-pytestmark = pytest.mark.xdist_group("web-evaluations")
+pytestmark = [
+    pytest.mark.xdist_group("web-evaluations"),
+    pytest.mark.one_database(
+        "postgresql",
+        "the page reads the evaluations the API reads, which test_gates and test_search run on"
+        " both databases",
+    ),
+]
 
 QUALITY = """
 name = "quality"

@@ -27,7 +27,14 @@ from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
 from support.texts import MACARON_BY_REFS
 
-pytestmark = pytest.mark.xdist_group("web-pages")
+pytestmark = [
+    pytest.mark.xdist_group("web-pages"),
+    pytest.mark.one_database(
+        "postgresql",
+        "the pages read through the API's functions, which test_gates and test_history run on"
+        " both databases",
+    ),
+]
 
 # A model card that tries everything a README can: a script, an image whose error handler
 # runs script, raw HTML, a javascript: link, an autolink to one, and a data: link.

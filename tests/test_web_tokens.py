@@ -21,7 +21,13 @@ from support.browser import chromium, sign_in, wait_for
 from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
 
-pytestmark = pytest.mark.xdist_group("web-tokens")
+pytestmark = [
+    pytest.mark.xdist_group("web-tokens"),
+    pytest.mark.one_database(
+        "postgresql",
+        "tokens are made and revoked by the functions test_team_remote runs on both databases",
+    ),
+]
 
 WHO = {"root": "admin", "maint": "maintainer", "lined": "admin"}  # lined: admin of chat* only
 
