@@ -10,17 +10,11 @@ from mint import api
 from mint.cli import run_in_process
 
 from conftest import Result, one_line_error
+from support.databases import REVISIONS_ON_POSTGRESQL
 from support.loop import build_set
 from support.registry import create_token, running_registry
 
-pytestmark = [
-    pytest.mark.xdist_group("registry"),
-    pytest.mark.one_database(
-        "postgresql",
-        "revisions resolve through the functions test_commit and test_history run on both"
-        " databases",
-    ),
-]
+pytestmark = [pytest.mark.xdist_group("registry"), REVISIONS_ON_POSTGRESQL]
 
 
 @pytest.fixture

@@ -32,18 +32,12 @@ from huggingface_hub.errors import (
 from mint import api
 from mint.cli import run_in_process
 
+from support.databases import REVISIONS_ON_POSTGRESQL
 from support.pgdb import pg_database
 from support.registry import Registry, create_token, start_registry
 from support.texts import TEAM_MACARON
 
-pytestmark = [
-    pytest.mark.xdist_group("registry"),
-    pytest.mark.one_database(
-        "postgresql",
-        "revisions resolve through the functions test_commit and test_history run on both"
-        " databases",
-    ),
-]
+pytestmark = [pytest.mark.xdist_group("registry"), REVISIONS_ON_POSTGRESQL]
 
 
 @dataclass
