@@ -17,10 +17,12 @@ test that makes a second repository.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -66,14 +68,34 @@ def db_url(request):
 @pytest.fixture
 def repo(db_url, tmp_path, request):
     """A new, empty repository at tmp_path/repo on db_url's database."""
-    if db_url is None:
-        template = request.getfixturevalue("sqlite_template")
-    else:
-        template = request.getfixturevalue("pg_pool").templates[db_url]
-    shutil.copytree(template / DIRNAME, tmp_path / "repo" / DIRNAME)
-    r = open_repo(tmp_path / "repo")
+    r = _copy_of_empty(request, db_url, tmp_path / "repo")
     yield r
     r.close()
+
+
+@contextlib.contextmanager
+def repo_on(request, database: str, folder: Path):
+    """A new, empty repository at FOLDER on DATABASE ("sqlite" or "postgresql": a database of
+    the pool, given back after), for a fixture wider than a test (a module's world)."""
+    pool = request.getfixturevalue("pg_pool") if database == "postgresql" else None
+    url = pool.take()[0] if pool is not None else None
+    r = _copy_of_empty(request, url, folder)
+    try:
+        yield r
+    finally:
+        r.close()
+        if pool is not None:
+            pool.give_back(url)
+
+
+def _copy_of_empty(request, url: str | None, folder: Path):
+    """The empty repository of URL's template (SQLite's when None), copied to FOLDER."""
+    if url is None:
+        template = request.getfixturevalue("sqlite_template")
+    else:
+        template = request.getfixturevalue("pg_pool").templates[url]
+    shutil.copytree(template / DIRNAME, folder / DIRNAME)
+    return open_repo(folder)
 
 
 # --- tiny models (built once per session; nothing is downloaded) -------------

@@ -20,7 +20,7 @@ from mint.cli import run_in_process
 from mint.exchange import sending
 from mint.ids import utcnow
 
-from conftest import Result, one_line_error
+from conftest import DATABASES, Result, one_line_error, repo_on
 from support.registry import create_token, error_of, start_registry
 from support.texts import PROD_TWO_APPROVALS
 from support.wire import recompute_id
@@ -109,6 +109,32 @@ def sqlite_world(models, tmp_path, monkeypatch):
     repo.close()
 
 
+@pytest.fixture(scope="module", params=DATABASES)
+def refusing(request, models, tmp_path_factory):
+    """A world for the module's tests that only send what is refused (each checks that
+    nothing of it is stored), one per database: they share its registry."""
+    folder = tmp_path_factory.mktemp(f"refusing-{request.param}")
+    with (
+        repo_on(request, request.param, folder / "repo") as repo,
+        pytest.MonkeyPatch.context() as env,
+    ):
+        w = World(repo, models, folder, env)
+        yield w
+        w.server.stop()
+
+
+@pytest.fixture(scope="module")
+def sqlite_refusing(models, tmp_path_factory):
+    """The same on SQLite alone (a new repository, `mint init`'s own)."""
+    folder = tmp_path_factory.mktemp("refusing")
+    repo, _ = api.init(folder / "registry")
+    with pytest.MonkeyPatch.context() as env:
+        w = World(repo, models, folder, env)
+        yield w
+        w.server.stop()
+    repo.close()
+
+
 def evaluation(commit: str, *, version=1, toml=PROD_TWO_APPROVALS, metrics=None, **over) -> dict:
     """The wire form of one evaluation of COMMIT under prod vVERSION."""
     return {
@@ -128,7 +154,8 @@ def evaluation(commit: str, *, version=1, toml=PROD_TWO_APPROVALS, metrics=None,
 
 
 @pytest.mark.parametrize("version", ["2.0", '"2"', "true", "1e400", "-1", "0", "2147483648"])
-def test_a_writer_cannot_add_a_contract_version_by_a_number_in_disguise(world, version):
+def test_a_writer_cannot_add_a_contract_version_by_a_number_in_disguise(refusing, version):
+    world = refusing
     before = world.contracts()
     marker = '"__VERSION__"'
     wire = evaluation(world.chat, version="__VERSION__", toml=NO_GATE, metrics={})
@@ -299,8 +326,8 @@ NUMBERS = {
 
 
 @pytest.mark.parametrize("where", sorted(NUMBERS))
-def test_numbers_out_of_range_in_a_pushed_commit_are_refused(sqlite_world, tmp_path, where):
-    w = sqlite_world
+def test_numbers_out_of_range_in_a_pushed_commit_are_refused(sqlite_refusing, tmp_path, where):
+    w = sqlite_refusing
     other, _ = api.init(tmp_path / "other")
     api.base_add(other, "tiny-llama", w.models["base"])
     cid = api.commit(other, "numbers", w.models["a3"], "n", author="bob").id

@@ -65,7 +65,16 @@ def statuses(server, token: str) -> tuple[int, int]:
     return models.status_code, chat.status_code
 
 
-def test_a_token_must_read_every_member_line_of_the_served_set(served):
+def test_a_token_must_read_every_member_line_and_again_when_the_channel_moves(
+    served, repo, models, tmp_path
+):
+    """One registry and one server (their start is most of the time): the set as first
+    served, then the channel moved to a set with another member."""
+    every_member_line_is_read(served)
+    a_moved_channel_is_checked_again(served, repo, models, tmp_path)
+
+
+def every_member_line_is_read(served) -> None:
     registry, server, tokens, ids = served
     # the registry refuses coder the set: its members show lines outside coder's globs
     with registry.client(tokens["coder"]) as coder:
@@ -81,7 +90,7 @@ def test_a_token_must_read_every_member_line_of_the_served_set(served):
     assert tokens["coder"] not in server.output()
 
 
-def test_a_channel_moving_to_other_members_is_checked_again(served, repo, models, tmp_path):
+def a_moved_channel_is_checked_again(served, repo, models, tmp_path) -> None:
     registry, server, tokens, ids = served
     assert statuses(server, tokens["wide"]) == (200, 200)
     # a new set on the same line whose chat expert is the commit of line secret
