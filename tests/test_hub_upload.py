@@ -356,16 +356,20 @@ def test_without_hf_hub_disable_xet_the_user_is_told_to_set_it(hub, models):
     assert said.startswith("mint registries do not speak Xet: set HF_HUB_DISABLE_XET=1")
 
 
-def test_an_upload_no_commit_names_is_garbage_with_what_it_learnt(hub, models):
+def test_an_upload_no_commit_names_is_garbage_with_what_it_learnt(hub, models, tmp_path):
     import httpx
     import sqlalchemy as sa
+    from safetensors.torch import load_file, save_file
 
     from mint import schema as s
 
-    weights = (models["a3"] / "adapter_model.safetensors").read_bytes()
+    # a3's tensors in a file of their own (its metadata says so): bytes no other test sends
+    path = tmp_path / "abandoned.safetensors"
+    tensors = load_file(models["a3"] / "adapter_model.safetensors")
+    save_file(tensors, path, metadata={"format": "pt", "note": f"abandoned {hub.folder.name}"})
+    weights = path.read_bytes()
     oid = hashlib.sha256(weights).hexdigest()
-    if hub.repo.store.has(oid):
-        pytest.skip("another test committed these weights")
+    assert not hub.repo.store.has(oid)
     href = _batch(hub, "team-b/abandoned", oid, len(weights))["actions"]["upload"]["href"]
     assert httpx.put(href, content=weights).status_code == 200
 
