@@ -290,3 +290,10 @@ def test_a_report_that_cannot_go_is_dropped_and_counted():
     )
     reporter.close(goodbye=True)
     assert reporter.stats()["dropped"] == 3
+
+
+def test_the_history_of_a_line_that_does_not_exist_is_an_unknown_revision(repo, chat, mint):
+    """A misspelt line is one line and exit 1, not an empty table; a line nobody served is
+    an empty one."""
+    one_line_error(mint("fleet", "history", "chta@production"), "unknown revision", code=1)
+    assert mint("fleet", "history", "chat@staging", "--json").json() == []

@@ -17,6 +17,7 @@ from mint.errors import MintError, RevisionNotFound
 from mint.ids import CommitId, RefKind, as_utc, iso, utcnow
 from mint.objects import ChannelFleet, FleetFailure, FleetMember, ServedInterval
 from mint.refs import resolve
+from mint.refs.revisions import find_line
 from mint.repo import Repo
 from mint.traces.records import parse_since
 
@@ -154,6 +155,8 @@ def fleet_history(repo: Repo, ref: str, *, at: str | None = None) -> list[Served
     now = utcnow()
     with repo.db.read() as conn:
         rows = list(conn.execute(q.order_by(v.instance, v.canary, v.start, v.id)))
+        if not rows and find_line(conn, line) is None:  # a typo, not a line nobody served
+            raise RevisionNotFound(ref)
     out = [_interval(r, now) for r in rows]
     if moment is not None:  # an open stretch of an instance unseen since ends where it was seen
         out = [x for x in out if not (x.stale and dt.datetime.fromisoformat(x.last_seen) < moment)]
