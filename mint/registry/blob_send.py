@@ -51,8 +51,13 @@ SENDFILE = "mint.sendfile"  # the scope extension serving.Protocol offers (zero-
 MARKERS = 1 << 16  # blobs whose check a process remembers (least recently sent forgotten)
 # A whole blob over this size not yet checked by the process is checked while it is sent, not
 # before: hashing it first would keep a client waiting for the answer's head longer than
-# huggingface_hub waits (10 s) on a slow machine.
-CHECK_BEFORE = int(os.environ.get("MINT_REGISTRY_CHECK_BEFORE", 2 << 30))
+# huggingface_hub waits (10 s) on a slow machine. Read when a blob is sent, not at import.
+CHECK_BEFORE = 2 << 30
+
+
+def _check_before() -> int:
+    return int(os.environ.get("MINT_REGISTRY_CHECK_BEFORE", CHECK_BEFORE))
+
 
 _verified: collections.OrderedDict[str, tuple[int, ...]] = collections.OrderedDict()
 _damaged: dict[str, tuple[int, ...]] = {}  # found damaged while sent: refused at once after
@@ -105,7 +110,7 @@ def open_verified(
             return f, None
         if _damaged.get(blob_id) == key:
             raise _corrupt(blob_id, "other bytes (found when it was last sent)")
-        if whole and key[2] > CHECK_BEFORE:
+        if whole and key[2] > _check_before():
             return f, key
         actual = hashlib.file_digest(f, "sha256").hexdigest()
         if actual != blob_id:
