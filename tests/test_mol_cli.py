@@ -3,10 +3,13 @@
 
 import datetime as dt
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,7 +20,7 @@ from mint.examples.demo import MOL
 from mint.runtime.service import open_runtime
 
 from conftest import one_line_error
-from support import free_port
+from support import forkserver, free_port
 from support.runtime import ask_until, demo, random_router
 
 
@@ -114,26 +117,24 @@ def test_export_vllm_and_peft(mol, tmp_path):
 
 
 class Served:
-    """`mint serve macaron@canary` in its own process."""
+    """`mint serve macaron@canary` in its own process (forked warm: support.forkserver)."""
 
     def __init__(self, repo_root, base):
         self.port = free_port()
+        self.log = Path(repo_root).parent / f"serve-{self.port}.log"
         argv = ["--repo", str(repo_root), "serve", "macaron@canary", "--base-dir", str(base)]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mint", *argv, "--port", str(self.port), "--poll", "0.2"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        argv += ["--port", str(self.port), "--poll", "0.2"]
+        self.proc = forkserver.spawn(argv, warm="serve", env=dict(os.environ), log=self.log)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.time() + 120  # a liveness limit, not a timing assertion
-        while time.time() < deadline:
-            assert self.proc.poll() is None, self.proc.communicate()
-            try:
-                httpx.get(self.url + "/healthz").raise_for_status()
-                return
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        with httpx.Client() as probe:
+            while time.time() < deadline:
+                assert self.proc.poll() is None, self.log.read_text()
+                try:
+                    probe.get(self.url + "/healthz").raise_for_status()
+                    return
+                except httpx.HTTPError:
+                    time.sleep(0.2)
         raise AssertionError("server did not start")
 
     def serving(self) -> str:
@@ -146,7 +147,7 @@ class Served:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        self.proc.terminate()
+        os.kill(self.proc.pid, signal.SIGTERM)
         self.proc.wait(timeout=30)
 
 

@@ -6,6 +6,9 @@ one another (tests/test_layout.py checks it):
 - `support.texts`: the contract and mol.toml texts that several modules commit.
 - `support.pgdb`: a throwaway PostgreSQL database (the benchmarks use it too).
 - `support.registry`: real `mint registry serve` processes, tokens, error answers.
+- `support.forkserver`: the registries and `mint serve` processes above, forked from a
+  parent that imported mint once (a start costs a fifth of the CPU); `MINT_TEST_FORK=0`
+  starts each as a fresh `python -m mint`.
 - `support.hubserver`: a Hugging Face Hub for tests (olah) and a stub Hub.
 - `support.s3server`: one moto S3 server per test process.
 - `support.loop`: the set line `macaron` on the tiny models, a contract whose evaluator
@@ -21,9 +24,20 @@ one another (tests/test_layout.py checks it):
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
+
+
+def record_start(kind: str) -> None:
+    """With MINT_TEST_CPU=FILE set, note in FILE.starts that the running test started a KIND
+    process (a registry, a `mint serve`): `python -m support.cpu FILE` counts them per module."""
+    path = os.environ.get("MINT_TEST_CPU")
+    if path:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+        with open(path + ".starts", "a") as out:
+            out.write(f"{test}\t{kind}\n")
 
 
 def free_port() -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from support import free_port
+from support import forkserver, free_port, record_start
 
 START_TIMEOUT = 240.0  # seconds: loading the base and a set on a busy two-core machine
 BODY = {"model": "macaron", "messages": [{"role": "user", "content": "fix the bug"}]}
@@ -31,7 +31,7 @@ class Served:
     """A `mint serve` process; its stdout and stderr go to `log`."""
 
     url: str
-    process: subprocess.Popen
+    process: subprocess.Popen | forkserver.Forked
     log: Path
 
     def client(self, token: str | None = None) -> httpx.Client:
@@ -61,25 +61,39 @@ class Served:
 
 
 def _start(argv: list[str], folder: Path, env: dict, port: int | None = None) -> Served:
-    """ARGV plus `--port P` (PORT, else a free one) in a process whose config and cache live
-    in FOLDER."""
+    """ARGV (`python -m mint ...` or the `mint` script) plus `--port P` (PORT, else a free
+    one) in a process whose config and cache live in FOLDER: forked warm
+    (support.forkserver) unless MINT_TEST_FORK=0."""
+    record_start("serve")
     folder.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log = folder / f"serve-{port}-{time.monotonic_ns()}.log"
     full_env = {**os.environ, "XDG_CONFIG_HOME": str(folder / "config"), **env}
     full_env["XDG_CACHE_HOME"] = str(folder / "cache")
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [*argv, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=full_env
-        )
+    argv = [*argv, "--port", str(port)]
+    if argv[1:3] == ["-m", "mint"]:
+        process = forkserver.spawn(argv[3:], warm="serve", env=full_env, log=log)
+    elif forkserver.enabled():  # the `mint` script: its entry point, forked warm
+        process = forkserver.start_mint(argv[1:], warm="serve", env=full_env, log=log)
+    else:
+        with open(log, "wb") as out:
+            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=full_env)
     served = Served(f"http://127.0.0.1:{port}", process, log)
     deadline = time.monotonic() + START_TIMEOUT
-    while served.health() is None:
-        if process.poll() is not None or time.monotonic() > deadline:
-            served.stop(signal.SIGKILL)
-            raise RuntimeError(f"mint serve did not start:\n{served.output()[-3000:]}")
-        time.sleep(0.1)
+    with httpx.Client(timeout=5) as probe:  # one client: a new one per poll costs CPU
+        while not _healthy(probe, served):
+            if process.poll() is not None or time.monotonic() > deadline:
+                served.stop(signal.SIGKILL)
+                raise RuntimeError(f"mint serve did not start:\n{served.output()[-3000:]}")
+            time.sleep(0.1)
     return served
+
+
+def _healthy(probe: httpx.Client, served: Served) -> bool:
+    try:
+        return probe.get(served.url + "/healthz").status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def start_serve(repo: str, base, folder: Path, *args: str, env: dict | None = None) -> Served:
