@@ -301,7 +301,8 @@ def _groups(config, items) -> None:
 
     Then every group is written into the test's node id, as pytest-xdist does and the
     scheduler reads: xdist 3.8 writes it to `item._nodeid`, which pytest 9 no longer reads,
-    so without this every group (demo-loop, registry, both_ways...) was split over workers."""
+    so without this every group (demo-loop, registry, both_ways...) was split over workers.
+    Last, the groups that take minutes are put first (LONG_GROUPS)."""
     if not getattr(config.option, "loadgroup", False):
         return
     for item in items:
@@ -316,6 +317,18 @@ def _groups(config, items) -> None:
         suffix = "@" + "_".join(groups)
         if groups and not item.nodeid.endswith(suffix):
             _rename(item, item.nodeid + suffix)
+    items.sort(key=_long_first)
+
+
+# The groups that keep one worker busy for minutes (`python -m support.cpu` says which), in
+# that order: xdist hands groups out in the order it meets them, and one of these met last
+# would run alone while the other worker sat idle.
+LONG_GROUPS = ("registry", "readme", "demo", "demo-loop", "fleet", "loop-faults")
+
+
+def _long_first(item) -> int:
+    group = item.nodeid.rpartition("@")[2]
+    return LONG_GROUPS.index(group) if group in LONG_GROUPS else len(LONG_GROUPS)
 
 
 def _builds_for_its_module(item) -> bool:
@@ -351,7 +364,8 @@ def _rename(item, nodeid: str) -> None:
 def pytest_runtest_protocol(item, nextitem):
     """With MINT_TEST_CPU set, append each test's CPU seconds (this process and the children
     it reaped meanwhile: the servers its fixtures stopped) and wall seconds to that file, one
-    tab-separated line per test; `python -m support.cpu FILE` sums them per module."""
+    tab-separated line per test with its worker and when it ended; `python -m support.cpu
+    FILE` sums them per module and says when each worker finished."""
     path = os.environ.get("MINT_TEST_CPU")
     if not path:
         yield
@@ -359,8 +373,9 @@ def pytest_runtest_protocol(item, nextitem):
     before, wall = _cpu(), time.perf_counter()
     yield
     cpu, wall = _cpu() - before, time.perf_counter() - wall
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(path, "a") as out:
-        out.write(f"{item.nodeid}\t{cpu:.2f}\t{wall:.2f}\n")
+        out.write(f"{item.nodeid}\t{cpu:.2f}\t{wall:.2f}\t{worker}\t{time.time():.1f}\n")
 
 
 def _cpu() -> float:
