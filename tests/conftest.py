@@ -32,6 +32,11 @@ from mint.repo import DIRNAME, open_repo
 
 from support.pgdb import DatabasePool
 
+# torch on one thread in each test process and in all it starts (servers, the demo, the CLI):
+# the suite runs one process per core, where a second thread per process only waits for the
+# core that the other process holds. A test about threads sets its own.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="session")
 def pg_pool(tmp_path_factory):

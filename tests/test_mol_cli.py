@@ -5,8 +5,6 @@ import datetime as dt
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -255,15 +253,13 @@ def test_a_set_whose_route_prompt_is_corrupt_never_serves(mol, repo, tmp_path):
         runtime.close()
     port = free_port()
     argv = ["--repo", str(repo.root), "serve", reworded, "--base-dir", str(files.base)]
-    served = subprocess.run(
-        [sys.executable, "-m", "mint", *argv, "--port", str(port)],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    log = repo.root.parent / "corrupt-serve.log"  # stdout and stderr: one line in all
+    served = forkserver.spawn(
+        [*argv, "--port", str(port)], warm="serve", env=dict(os.environ), log=log
     )
-    assert served.returncode == 1, served
-    lines = served.stderr.strip().splitlines()
-    assert len(lines) == 1 and "corrupt" in lines[0] and "Traceback" not in served.stderr, lines
+    assert served.wait(120) == 1, log.read_text()
+    lines = log.read_text().strip().splitlines()
+    assert len(lines) == 1 and "corrupt" in lines[0] and "Traceback" not in lines[0], lines
 
 
 def test_tiny_gives_a_newcomer_a_base_and_adapters_to_commit(mint, repo, tmp_path, capsys):
