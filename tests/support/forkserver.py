@@ -28,11 +28,24 @@ import time
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+# What both servers import when they start: uvicorn's parts, the databases' drivers, httpx.
+SERVING = (
+    "mint.cli",
+    "uvicorn.main",
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.auto",
+    "uvicorn.protocols.http.auto",
+    "uvicorn.protocols.websockets.auto",
+    "anyio._backends._asyncio",
+    "sqlalchemy.dialects.sqlite",
+    "sqlalchemy.dialects.postgresql.psycopg",
+    "httpx",
+)
 # What a fork server imports before it forks, by what it starts: what `mint registry serve`
 # and `mint serve` import before their first answer (no torch operation runs before a fork).
 WARM = {
-    "registry": (
-        "mint.cli",
+    "registry": SERVING
+    + (
         "mint.registry.app",
         "mint.registry.web.actions",
         "mint.registry.web.approvals",
@@ -41,18 +54,9 @@ WARM = {
         "mint.registry.web.evaluations",
         "mint.registry.web.pages",
         "mint.registry.web.tokens_page",
-        "uvicorn.main",
-        "uvicorn.lifespan.on",
-        "uvicorn.loops.auto",
-        "uvicorn.protocols.http.auto",
-        "uvicorn.protocols.websockets.auto",
-        "anyio._backends._asyncio",
-        "sqlalchemy.dialects.sqlite",
-        "sqlalchemy.dialects.postgresql.psycopg",
-        "httpx",
     ),
-    "serve": (
-        "mint.cli",
+    "serve": SERVING
+    + (
         "mint.cli.runtime_cmds",
         "mint.runtime.service",
         "mint.runtime.server",
@@ -64,15 +68,6 @@ WARM = {
         "transformers",
         "transformers.models.llama.modeling_llama",
         "peft",
-        "uvicorn.main",
-        "uvicorn.lifespan.on",
-        "uvicorn.loops.auto",
-        "uvicorn.protocols.http.auto",
-        "uvicorn.protocols.websockets.auto",
-        "anyio._backends._asyncio",
-        "sqlalchemy.dialects.sqlite",
-        "sqlalchemy.dialects.postgresql.psycopg",
-        "httpx",
     ),
 }
 
