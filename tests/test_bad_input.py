@@ -176,3 +176,14 @@ def test_no_repository(tmp_path, monkeypatch):
     monkeypatch.delenv("MINT_REPO", raising=False)
     code, _, err = run_in_process(["log"])
     assert code == 1 and "mint init" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["lots", "2GiB", "-1", ""])
+def test_a_registry_refuses_a_check_before_that_is_not_a_size_before_it_starts(
+    mint, repo, monkeypatch, value
+):
+    """MINT_REGISTRY_CHECK_BEFORE is read when a blob is sent; a value that is not a number of
+    bytes is refused at `registry serve`, in one line, not answered 500 on every large send."""
+    monkeypatch.setenv("MINT_REGISTRY_CHECK_BEFORE", value)
+    line = one_line_error(mint("registry", "serve", "--port", "0"), "MINT_REGISTRY_CHECK_BEFORE")
+    assert repr(value) in line

@@ -103,7 +103,13 @@ def serve(
 
     from mint.refs import check_name
     from mint.registry.app import serve as run
+    from mint.registry.blob_send import check_before
     from mint.registry.limits import Limits
+
+    try:
+        check_before()  # a setting read when a blob is sent: refused here, before the start
+    except ValueError as bad:
+        raise click.UsageError(str(bad)) from None
 
     limits = Limits()
     limits = replace(

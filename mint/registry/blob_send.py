@@ -51,12 +51,20 @@ SENDFILE = "mint.sendfile"  # the scope extension serving.Protocol offers (zero-
 MARKERS = 1 << 16  # blobs whose check a process remembers (least recently sent forgotten)
 # A whole blob over this size not yet checked by the process is checked while it is sent, not
 # before: hashing it first would keep a client waiting for the answer's head longer than
-# huggingface_hub waits (10 s) on a slow machine. Read when a blob is sent, not at import.
+# huggingface_hub waits (10 s) on a slow machine. MINT_REGISTRY_CHECK_BEFORE sets it: read
+# when a blob is sent (not at import), and checked by `mint registry serve` before it starts.
 CHECK_BEFORE = 2 << 30
 
 
-def _check_before() -> int:
-    return int(os.environ.get("MINT_REGISTRY_CHECK_BEFORE", CHECK_BEFORE))
+def check_before() -> int:
+    """The size past which a whole blob is checked while sent; ValueError (one line) when
+    MINT_REGISTRY_CHECK_BEFORE is not a whole number of bytes."""
+    text = os.environ.get("MINT_REGISTRY_CHECK_BEFORE")
+    if text is None:
+        return CHECK_BEFORE
+    if not text.strip().isdigit():
+        raise ValueError(f"MINT_REGISTRY_CHECK_BEFORE must be a number of bytes, not {text!r}")
+    return int(text)
 
 
 _verified: collections.OrderedDict[str, tuple[int, ...]] = collections.OrderedDict()
@@ -110,7 +118,7 @@ def open_verified(
             return f, None
         if _damaged.get(blob_id) == key:
             raise _corrupt(blob_id, "other bytes (found when it was last sent)")
-        if whole and key[2] > _check_before():
+        if whole and key[2] > check_before():
             return f, key
         actual = hashlib.file_digest(f, "sha256").hexdigest()
         if actual != blob_id:
