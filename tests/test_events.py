@@ -126,6 +126,24 @@ def test_the_client_reconnects_with_last_event_id(moves, tmp_path):
         again.stop()
 
 
+def test_a_registry_with_followers_stops_when_told(moves):
+    """SIGTERM ends the event streams, and the registry exits by itself once the requests in
+    flight are answered. It used to wait for every follower to hang up, which a follower
+    never does: a replica with followers stopped only when killed."""
+    import signal
+
+    repo, registry, tokens, _ = moves
+    stream = EventStream(registry.url, tokens["all"], tail=True)
+    threading.Thread(target=stream.follow, args=(lambda event: None,), daemon=True).start()
+    try:
+        wait_until(lambda: stream.connects == 1, "never connected")
+        registry.stop(timeout=120)  # SIGTERM, then SIGKILL after 120 s
+        assert registry.returncode() in (0, -signal.SIGTERM), registry.output()[-2000:]
+        assert "Finished server process" in registry.output()
+    finally:
+        stream.close()
+
+
 def test_a_runtime_on_a_registry_follows_the_channel_through_events(macaron, tmp_path):
     from mint.remote.repo import RemoteRepo
     from mint.runtime.server import ServerThread
@@ -189,7 +207,7 @@ def test_one_tail_wakes_every_stream_and_stops_with_the_last(repo, models):
     c1 = api.commit(repo, "chat", models["a1"], "1", author=ME).id
 
     async def scenario() -> None:
-        tail = Tail(repo)
+        tail = Tail(repo, threading.Event())
         async with tail.opened(), tail.opened():
             task, start = tail._task, tail.newest
             assert task is not None and not task.done()

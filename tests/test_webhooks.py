@@ -99,7 +99,7 @@ def test_signed_moves_reach_the_receiver_with_retries(repo, models, receiver):
         registry.stop()
         # The worker stops with the app: uvicorn finishes its shutdown, no SIGKILL needed.
         assert "Application shutdown complete" in registry.output()
-        assert registry._process.returncode in (0, -15), registry.output()[-2000:]
+        assert registry.returncode() in (0, -15), registry.output()[-2000:]
     events = [r.event for r in sorted(receiver.at("/all"), key=lambda r: r.event["id"])]
     summary = [
         (e["type"], e["data"]["action"], e["data"]["from"], e["data"]["to"]) for e in events

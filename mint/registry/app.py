@@ -7,6 +7,8 @@ database keeps them consistent.
 
 from __future__ import annotations
 
+import threading
+
 from fastapi import FastAPI
 
 from mint import __version__
@@ -77,6 +79,9 @@ def create_app(
     app.state.limits = limits or Limits()
     app.state.presign_threshold = presign_threshold
     app.state.diverged_after = diverged_after
+    # Set when the server is told to stop: event streams, which never end by themselves,
+    # end then, so that the server stops once the requests in flight are answered.
+    app.state.stopping = threading.Event()
     for module in ROUTERS:
         app.include_router(module.router)
     app.include_router(routes_fleet.root)
@@ -102,4 +107,5 @@ def serve(repo: Repo, host: str, port: int, limits: Limits | None = None, **hub)
     from mint.registry import serving
 
     limits = limits or Limits()
-    serving.run(create_app(repo, limits, **hub), host, port, limits)
+    app = create_app(repo, limits, **hub)
+    serving.run(app, host, port, limits, stopping=app.state.stopping)

@@ -8,6 +8,10 @@ same stream. Rows on lines outside the token's line globs are skipped.
 Streams do not each poll the table: one task per replica (`Tail`) reads the newest row id
 every TICK while any stream is open, and wakes the streams when it grows. So a move is sent
 within about TICK of its commit, and a hundred followers cost one small query per TICK.
+
+A stream ends when the server is told to stop (`app.state.stopping`, set on SIGTERM or
+SIGINT): the server waits for every response in flight, and would otherwise wait for every
+follower to hang up. A follower reconnects, to this replica once it is back or to another.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -45,10 +50,12 @@ def frame(event: dict) -> str:
 
 class Tail:
     """The newest ref_history id of REPO, read every TICK by one task while any stream is
-    open. `wait(after, timeout)` returns once a row after AFTER exists (or at TIMEOUT)."""
+    open. `wait(after, timeout)` returns once a row after AFTER exists, at TIMEOUT, or once
+    STOPPING is set."""
 
-    def __init__(self, repo: Repo):
+    def __init__(self, repo: Repo, stopping: threading.Event):
         self.repo = repo
+        self.stopping = stopping
         self.loop = asyncio.get_running_loop()
         self.newest = 0
         self._grew = asyncio.Event()  # set, then replaced, each time `newest` grows
@@ -68,7 +75,7 @@ class Tail:
             self._streams -= 1
 
     async def wait(self, after: int, timeout: float) -> None:
-        if self.newest > after:
+        if self.newest > after or self.stopping.is_set():
             return
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._grew.wait(), timeout)
@@ -76,14 +83,22 @@ class Tail:
     async def _run(self) -> None:
         while self._streams > 0:
             await asyncio.sleep(TICK)
+            if self.stopping.is_set():
+                self._wake()
+                continue
             try:
                 newest = await run_in_threadpool(last_id, self.repo)
             except Exception as exc:  # noqa: BLE001 - a database hiccup: look again next tick
                 log.warning("event stream: reading ref_history: %s", exc)
                 continue
             if newest > self.newest:
-                self.newest, grew, self._grew = newest, self._grew, asyncio.Event()
-                grew.set()
+                self.newest = newest
+                self._wake()
+
+    def _wake(self) -> None:
+        """Wake every stream waiting now."""
+        grew, self._grew = self._grew, asyncio.Event()
+        grew.set()
 
 
 def tail_of(request: Request, repo: Repo) -> Tail:
@@ -91,20 +106,20 @@ def tail_of(request: Request, repo: Repo) -> Tail:
     on another event loop, as tests may)."""
     tail = getattr(request.app.state, "event_tail", None)
     if tail is None or tail.loop is not asyncio.get_running_loop():
-        tail = request.app.state.event_tail = Tail(repo)
+        tail = request.app.state.event_tail = Tail(repo, request.app.state.stopping)
     return tail
 
 
 async def stream(tail: Tail, who: Identity, after: int | None) -> AsyncIterator[str]:
     """Every event after AFTER (None: from now on) on the token's lines, then new ones as
-    they are written. It opens with AFTER as the stream's id, so a client that reconnects
-    before any event resumes from there."""
+    they are written, until the server stops. It opens with AFTER as the stream's id, so a
+    client that reconnects before any event resumes from there."""
     async with tail.opened():
         if after is None:
             after = await run_in_threadpool(last_id, tail.repo)
         yield f": mint events\nretry: 1000\nid: {after}\n\n"
         quiet_since = time.monotonic()
-        while True:
+        while not tail.stopping.is_set():
             rows = await run_in_threadpool(rows_after, tail.repo, after)
             for row in rows:
                 after = row.id

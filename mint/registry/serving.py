@@ -30,12 +30,16 @@ timeout (5 s) as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import resource
+import threading
 
 import h11
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.main import STARTUP_FAILURE
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import Server
 
 from mint.registry.failures import error_response
 from mint.registry.limits import Limits
@@ -295,15 +299,19 @@ def open_files_for(connections: int) -> None:
             )
 
 
-def run(app: ASGIApp, host: str, port: int, limits: Limits) -> None:
+def run(
+    app: ASGIApp, host: str, port: int, limits: Limits, stopping: threading.Event | None = None
+) -> None:
     """Serve APP on HOST:PORT until interrupted (SIGINT or SIGTERM), with LIMITS' deadline on
-    slow clients and cap on connections."""
+    slow clients and cap on connections. STOPPING is set when the signal arrives: uvicorn
+    then waits for every response in flight to end, and an event stream ends only when it
+    sees STOPPING (routes_events)."""
     import uvicorn
 
     open_files_for(limits.connections)
     # uvicorn's access log shows the method, path and status: never a request's headers,
     # so bearer tokens stay out of it.
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -311,3 +319,20 @@ def run(app: ASGIApp, host: str, port: int, limits: Limits) -> None:
         http=protocol_for(limits),
         timeout_keep_alive=KEEP_ALIVE_S,
     )
+    server = Stopping(config, stopping or threading.Event())
+    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: SIGINT, raised again
+        server.run()
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)
+
+
+class Stopping(Server):
+    """uvicorn's server, which also sets an event when told to stop."""
+
+    def __init__(self, config, stopping: threading.Event):
+        super().__init__(config)
+        self.stopping = stopping
+
+    def handle_exit(self, sig, frame) -> None:
+        self.stopping.set()
+        super().handle_exit(sig, frame)

@@ -41,6 +41,10 @@ class Registry:
     def alive(self) -> bool:
         return self._process.poll() is None
 
+    def returncode(self) -> int | None:
+        """The exit code (minus the signal's number when a signal ended it); None if alive."""
+        return self._process.poll()
+
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM by pid (uvicorn finishes requests in flight), then SIGKILL if needed."""
         if self._process.poll() is None:
