@@ -20,7 +20,8 @@
   `local_path` hands out a file of a local verified cache with a size bound (`BlobCache`).
 
 Credentials, region and endpoint come from the standard AWS settings (`AWS_ENDPOINT_URL`,
-`AWS_ACCESS_KEY_ID`, …), read when the store is created. boto3 is imported then too.
+`AWS_ACCESS_KEY_ID`, `AWS_MAX_ATTEMPTS`, …), read when the store is created. boto3 is
+imported then too.
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ def _b64(hex_digest: str) -> str:
     return base64.b64encode(bytes.fromhex(hex_digest)).decode()
 
 
+def max_attempts() -> int:
+    """Attempts per request: AWS_MAX_ATTEMPTS where set (a whole number, 1 or more), else 5."""
+    value = os.environ.get("AWS_MAX_ATTEMPTS", "").strip()
+    if not value:
+        return 5
+    if not value.isdigit() or int(value) < 1:
+        raise StoreUnavailable(f"AWS_MAX_ATTEMPTS is {value!r}: it must be a whole number >= 1")
+    return int(value)
+
+
 class S3ObjectStore(TemporaryObjects, PresignedUploads):
     """Content-addressed blobs in `s3://BUCKET/PREFIX/`, with a local verified cache."""
 
@@ -98,7 +109,8 @@ class S3ObjectStore(TemporaryObjects, PresignedUploads):
             # backoff, and a blob's concurrent puts each copy it onto itself to refresh its
             # mtime; moto, the S3 server the tests run, answered three such copies in a row
             # with 500 once (tests/test_store.py, sixteen concurrent puts of one blob).
-            retries={"mode": "standard", "max_attempts": 5},
+            # AWS_MAX_ATTEMPTS, where set, is the user's choice, as for any AWS client.
+            retries={"mode": "standard", "total_max_attempts": max_attempts()},
             max_pool_connections=max(10, 4 * max_workers),
             request_checksum_calculation="when_required",
             signature_version="s3v4",  # SigV4 URLs too: v2 is deprecated, refused since 2014

@@ -27,14 +27,14 @@ from support.registry import create_token, running_registry
 
 @pytest.fixture
 def history(mint, repo, models, monkeypatch):
-    """chat: c1 by "Ana Lopez", then c2 by "Bo" a second later; v1 tags c1, production holds
+    """chat: c1 by "Ana Lopez", then c2 by "Bo" a moment later; v1 tags c1, production holds
     c1, staging c2. Returns (c1, c2, a moment between them)."""
     assert mint("base", "add", "tiny-llama", models["base"]).code == 0
     monkeypatch.setenv("MINT_USER", "Ana Lopez")
     c1 = mint("commit", "chat", models["a1"], "-m", "first\n\nwith a body").out.strip()
-    time.sleep(1.1)
+    time.sleep(0.01)  # times are kept to the microsecond
     between = dt.datetime.now(dt.UTC)
-    time.sleep(1.1)
+    time.sleep(0.01)
     monkeypatch.setenv("MINT_USER", "Bo")
     c2 = mint("commit", "chat", models["a2"], "-m", "second").out.strip()
     assert mint("tag", "v1", "chat~1").code == 0

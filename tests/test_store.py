@@ -506,11 +506,20 @@ class TestS3ObjectStore(ObjectStoreTests):
 
         bucket = moto.new_bucket()
         monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # else 5, with backoff between
         store = S3ObjectStore(bucket, cache_dir=tmp_path / "c")
+        assert store.client.meta.config.retries["total_max_attempts"] == 1
         monkeypatch.setenv("AWS_ENDPOINT_URL", moto.url)
+        monkeypatch.delenv("AWS_MAX_ATTEMPTS")
         with pytest.raises(StoreError):
             store.check_reachable()
-        S3ObjectStore(bucket, cache_dir=tmp_path / "c").check_reachable()
+        again = S3ObjectStore(bucket, cache_dir=tmp_path / "c")
+        again.check_reachable()
+        assert again.client.meta.config.retries["total_max_attempts"] == 5
+        for bad in ("0", "-1", "five", "2.5"):
+            monkeypatch.setenv("AWS_MAX_ATTEMPTS", bad)
+            with pytest.raises(StoreError, match="AWS_MAX_ATTEMPTS"):
+                S3ObjectStore(bucket, cache_dir=tmp_path / "c")
 
 
 def store_server():
