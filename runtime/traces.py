@@ -317,8 +317,9 @@ class TraceRecorder:
         if thread is not None:
             thread.join()
         deadline = time.monotonic() + self.close_wait
-        while self.flush() or self.pending():
-            if self.refused is not None or time.monotonic() >= deadline:
+        while True:
+            self.flush()
+            if not self.pending() or self.refused is not None or time.monotonic() >= deadline:
                 break
             time.sleep(min(self.interval, max(0.0, deadline - time.monotonic())))
         with self._cond:

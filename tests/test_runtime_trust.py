@@ -117,7 +117,7 @@ def test_the_recorder_drops_only_the_rows_that_cannot_be_stored(repo, models, tm
     assert found[nul["id"]].messages == [{"role": "user", "content": "a\ufffdb"}]
 
 
-def test_the_trace_queue_is_bounded_in_bytes(repo):
+def test_the_trace_queue_is_bounded_in_bytes(repo, monkeypatch):
     recorder = recorder_for(repo)
     recorder.interval = 3600  # nothing is written while the rows are queued
     big = "x" * (1 << 20)
@@ -127,7 +127,13 @@ def test_the_trace_queue_is_bounded_in_bytes(repo):
         assert kept.count(False) == stats["dropped"] >= 30, stats  # not 10,000 rows of 1 MB
         assert stats["pending_bytes"] <= 64 << 20 and kept[0]
     finally:
+        slept: list[float] = []
+        monkeypatch.setattr("time.sleep", slept.append)
         recorder.close()
+        monkeypatch.undo()
+    # close wrote what waited and stopped: it waits only while rows wait (it used to wait an
+    # interval after writing them all, here its whole close_wait)
+    assert recorder.written == kept.count(True) and slept == []
 
 
 def test_a_full_disk_keeps_the_queue_within_its_bound_until_space_returns(tmp_path):
