@@ -279,10 +279,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _one_database(config, items) -> None:
-    """Deselect, in modules marked `one_database(NAME, WHY)`, the tests on the other database
-    (by `db_url` or a module's own fixture over both):
-    their subject is not the database (HTTP, a file format, a protocol), and WHY names where
-    the database code they pass through runs on both."""
+    """Deselect, in modules (or tests) marked `one_database(NAME, WHY)`, the tests on the other
+    database (by `db_url` or a module's own fixture over both): their subject is not the
+    database (HTTP, a file format, a protocol), or one run already meets both, and WHY names
+    where the database code they pass through runs on both."""
     kept, dropped = [], []
     for item in items:
         mark = item.get_closest_marker("one_database")

@@ -96,6 +96,10 @@ def sides(repo, models, tmp_path):
     twin.close()
 
 
+@pytest.mark.one_database(
+    "postgresql",
+    "its local twin is on SQLite, so one run compares the two; test_loop runs the rounds on both",
+)
 def test_every_round_over_a_registry_ends_as_the_local_one(sides, repo):
     url, twin, env = sides["url"], sides["twin"], sides["env"]
     remote_ids, twin_ids = sides["ids"]
