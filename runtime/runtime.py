@@ -334,7 +334,11 @@ class Runtime(Following):
         why = f"{type(exc).__name__}: {exc}"
         self._remember(SwapRecord(time.time(), active, commit_id, False, seconds, why))
         serving = active[:12] if active else "nothing"
-        log.error("staging set %s failed, still serving %s: %s", commit_id[:12], serving, exc)
+        log.error(
+            "staging set %s failed, still serving %s: %s (tried again in %g s, or when the "
+            "channel moves)",
+            commit_id[:12], serving, exc, self.retry_after,
+        )  # fmt: skip
 
     def _remember(self, record: SwapRecord) -> None:
         self.history = (self.history + [record])[-100:]

@@ -283,9 +283,8 @@ def test_serve_keeps_the_signed_version_when_promoted_to_an_unsigned_one(repo, m
     private = keys(repo, tmp_path, "alice")
     sign_set(repo, models, ids, private["alice"])
     api.promote(repo, ids["set"], "production", by=USER)
-    served = start_serve(
-        str(repo.root), models["base"], tmp_path / "serve", "--require-signed", "--keys", "alice"
-    )
+    args = ("--require-signed", "--keys", "alice", "--retry-after", "1")
+    served = start_serve(str(repo.root), models["base"], tmp_path / "serve", *args)
     try:
         with served.client() as client:
             metrics = lambda: client.get("/metrics").text  # noqa: E731
@@ -297,7 +296,7 @@ def test_serve_keeps_the_signed_version_when_promoted_to_an_unsigned_one(repo, m
             assert serving(metrics()) == ids["set"]
             answer = client.post("/v1/chat/completions", json={**BODY, "max_tokens": 2})
             assert answer.status_code == 200 and answer.json()["mint"]["set"] == ids["set"]
-            # signed now: the follower tries again (after its retry delay) and swaps it in
+            # signed now: the follower tries again (after --retry-after) and swaps it in
             api.commit(repo, "chat", models["a1"], "v2", author=USER, sign=private["alice"])
             assert api.resolve(repo, "chat") == chat2
             mol = ids["folder"] / "mol.toml"
@@ -308,6 +307,7 @@ def test_serve_keeps_the_signed_version_when_promoted_to_an_unsigned_one(repo, m
     log = served.output()
     assert f"staging set {set2[:12]} failed, still serving {ids['set'][:12]}" in log
     assert "it carries no signature" in log and "Traceback" not in log
+    assert "(tried again in 1 s, or when the channel moves)" in log  # --retry-after
 
 
 def test_a_runtime_judges_each_move_and_each_canary_before_it_fetches_anything(

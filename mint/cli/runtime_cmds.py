@@ -215,6 +215,14 @@ def client_checks(repo, host: str, token_env: tuple[str, ...], registry_tokens: 
     type=float,
     help="Seconds between checks of the channel.",
 )
+@click.option(
+    "--retry-after",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds before a version that failed to load is tried again (at once if the channel "
+    "moves).",
+)
 @batching_options
 @click.option(
     "--max-cpu-adapters",
@@ -242,6 +250,7 @@ def serve(
     host,
     port,
     poll,
+    retry_after,
     batching,
     max_cpu_adapters,
     no_traces,
@@ -252,21 +261,19 @@ def serve(
     report,
 ) -> None:
     """Serve set REV over HTTP (OpenAI-compatible); follow it when it is a channel. Each turn
-    is recorded as a trace in the repository or on the registry (see `mint traces`; the token
-    needs the writer role); POST /v1/feedback scores it, once per completion and caller (a
-    later score from the same caller replaces the earlier). SIGTERM or SIGINT: the requests in
-    flight finish and the queued traces are written before the server exits."""
+    is a trace in the repository or on the registry (`mint traces`; the token needs the writer
+    role); POST /v1/feedback scores it, once per completion and caller (a later score from the
+    same caller replaces the earlier). SIGTERM or SIGINT: the requests in flight finish and the
+    queued traces are written before the server exits."""
     quiet_libraries()
-    from mint.runtime.serving import log_to_stderr
+    from mint.runtime import service, serving
 
-    log_to_stderr()  # a line per swap, canary start and stop, and reconnect
+    serving.log_to_stderr()  # a line per swap, canary start and stop, and reconnect
     checks = client_checks(repo, host, token_env, registry_tokens)
-    from mint.runtime.service import open_runtime
-
     check_port(host, port)
     guard = signatures(repo, rev)  # REV judged: one line before a vLLM server or base starts
     with engine_at(engine, engine_url, repo, rev, base_dir) as url:
-        runtime = open_runtime(
+        runtime = service.open_runtime(
             repo,
             rev,
             base_dir,
@@ -279,6 +286,7 @@ def serve(
             engine_key=engine_key,
             signatures=guard,
         )
+        runtime.retry_after = retry_after  # before the follower starts
         on = f" on vLLM at {url}" if url else ""
         warn(f"mint: serving {rev} ({short(runtime.active.id)}){on} on http://{host}:{port}")
         serve_until_stopped(runtime, host, port, checks, report(runtime, repo, rev))
