@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mint-installed
-# Tests run in parallel, one worker per core (at most 4); `make test PYTEST_WORKERS=0` runs them serially.
-PYTEST_WORKERS ?= $(shell n=$$(nproc); [ $$n -gt 4 ] && n=4; echo $$n)
+# Tests run in parallel, a worker per core and one more (at most 4): much of the suite waits on
+# the servers it starts and on deadlines, and the extra worker fills those waits (three workers
+# on two cores: 8 min 16 s, two: 9 min 51 s; docs/performance.md). `make test PYTEST_WORKERS=0`
+# runs them serially.
+PYTEST_WORKERS ?= $(shell n=$$(($$(nproc) + 1)); [ $$n -gt 4 ] && n=4; echo $$n)
 # vLLM lives in a virtual environment of its own (it pins its own versions), kept between runs.
 VLLM_VENV ?= $(HOME)/.cache/mint/vllm-venv
 VLLM_PY := $(VLLM_VENV)/bin/python
