@@ -187,3 +187,10 @@ def test_a_registry_refuses_a_check_before_that_is_not_a_size_before_it_starts(
     monkeypatch.setenv("MINT_REGISTRY_CHECK_BEFORE", value)
     line = one_line_error(mint("registry", "serve", "--port", "0"), "MINT_REGISTRY_CHECK_BEFORE")
     assert repr(value) in line
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", ""])
+def test_serve_refuses_a_retry_after_that_is_not_seconds(mint, repo, value):
+    """`mint serve --retry-after` takes seconds, 0 or more: anything else is one line before
+    anything is loaded."""
+    one_line_error(mint("serve", "macaron", "--retry-after", value), "--retry-after", code=2)
