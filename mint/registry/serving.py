@@ -319,14 +319,14 @@ def run(
         http=protocol_for(limits),
         timeout_keep_alive=KEEP_ALIVE_S,
     )
-    server = Stopping(config, stopping or threading.Event())
+    server = StopAwareServer(config, stopping or threading.Event())
     with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: SIGINT, raised again
         server.run()
     if not server.started:
         raise SystemExit(STARTUP_FAILURE)
 
 
-class Stopping(Server):
+class StopAwareServer(Server):
     """uvicorn's server, which also sets an event when told to stop."""
 
     def __init__(self, config, stopping: threading.Event):
